@@ -1,0 +1,47 @@
+# Thin driver over CMake. `make test` and `make demo` install what is missing first.
+BUILD     ?= build
+ASAN_BUILD ?= build-asan
+PREFIX    ?= /usr/local
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure test demo install sanitize lint format bench clean
+
+all: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@scripts/install-deps
+
+configure:
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/tplua recipes/llama_identical.lua
+
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+sanitize: deps
+	@test -f $(ASAN_BUILD)/CMakeCache.txt || \
+	  CC=clang cmake -S . -B $(ASAN_BUILD) -DTPLUA_SANITIZE=ON -DTPLUA_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
+
+lint: deps
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	luacheck -q .
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+bench: all
+	bench/run
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,44 @@
+// File-system primitives the stdlib needs beyond ISO C: stat, mkdir -p, directory listing,
+// glob and realpath.
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef enum TpFsType {
+  TP_FS_FILE,
+  TP_FS_DIR,
+  TP_FS_LINK,
+  TP_FS_OTHER,
+} TpFsType;
+
+typedef struct TpFsStat {
+  TpFsType type;
+  int64_t size;
+  int mode;  ///< permission bits
+  double mtime;  ///< seconds since the epoch, with nanoseconds
+} TpFsStat;
+
+/// Fills `st` for `path` (following symbolic links unless `nofollow`).
+/// @return 0, or -errno with `err` filled ("<path>: <reason>").
+int tp_fs_stat(const char *path, bool nofollow, TpFsStat *st, TpError *err);
+
+/// Creates `path` and any missing parents (like `mkdir -p`) with `mode` (e.g. 0755).
+/// An existing directory is success; an existing non-directory is -EEXIST.
+int tp_fs_mkdir_p(const char *path, int mode, TpError *err);
+
+/// Calls `fn(name, type, ud)` for each entry of directory `path` except "." and "..", in
+/// sorted order (bytewise). Returns 0, -errno, or TP_ENOMEM.
+int tp_fs_list(const char *path, void (*fn)(const char *name, TpFsType type, void *ud), void *ud,
+               TpError *err);
+
+/// Calls `fn(path, ud)` for each path matching the shell pattern `pattern` (glob(3), sorted,
+/// no match = no call). Returns 0, or a negative code for a read error.
+int tp_fs_glob(const char *pattern, void (*fn)(const char *path, void *ud), void *ud,
+               TpError *err);
+
+/// Returns the canonical absolute path of `path` in a malloc'd string (caller frees), or NULL
+/// with `err` filled.
+char *tp_fs_realpath(const char *path, TpError *err);
