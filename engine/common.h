@@ -8,12 +8,12 @@
 /// Error codes of engine calls. Engine functions return 0 on success or a negative value:
 /// either -errno (system errors) or one of these (always below -4095, so never an errno).
 enum {
-  TP_EPARSE = -5000,  ///< malformed input (log, YAML, JSON, dataset file)
-  TP_ENOGPU = -5001,  ///< no GPU runtime or no device
-  TP_ELIMIT = -5002,  ///< a size or depth limit was exceeded
+  TP_EPARSE = -5000,    ///< malformed input (log, YAML, JSON, dataset file)
+  TP_ENOGPU = -5001,    ///< no GPU runtime or no device
+  TP_ELIMIT = -5002,    ///< a size or depth limit was exceeded
   TP_ETIMEOUT = -5003,  ///< an operation ran past its deadline
-  TP_EINVAL = -5004,  ///< invalid argument detected by the engine
-  TP_ENOMEM = -5005,  ///< allocation failed
+  TP_EINVAL = -5004,    ///< invalid argument detected by the engine
+  TP_ENOMEM = -5005,    ///< allocation failed
 };
 
 /// What went wrong, filled by engine calls that can fail. `msg` reads "<subject>: <reason>".

@@ -45,7 +45,7 @@ int tp_fs_mkdir_p(const char *path, int mode, TpError *err) {
   }
   char buf[PATH_MAX];
   memcpy(buf, path, n + 1);
-  for (char *p = buf + 1; ; p++) {
+  for (char *p = buf + 1;; p++) {
     if (*p == '/' || *p == '\0') {
       char saved = *p;
       *p = '\0';

@@ -17,7 +17,7 @@ typedef enum TpFsType {
 typedef struct TpFsStat {
   TpFsType type;
   int64_t size;
-  int mode;  ///< permission bits
+  int mode;      ///< permission bits
   double mtime;  ///< seconds since the epoch, with nanoseconds
 } TpFsStat;
 
@@ -36,8 +36,7 @@ int tp_fs_list(const char *path, void (*fn)(const char *name, TpFsType type, voi
 
 /// Calls `fn(path, ud)` for each path matching the shell pattern `pattern` (glob(3), sorted,
 /// no match = no call). Returns 0, or a negative code for a read error.
-int tp_fs_glob(const char *pattern, void (*fn)(const char *path, void *ud), void *ud,
-               TpError *err);
+int tp_fs_glob(const char *pattern, void (*fn)(const char *path, void *ud), void *ud, TpError *err);
 
 /// Returns the canonical absolute path of `path` in a malloc'd string (caller frees), or NULL
 /// with `err` filled.

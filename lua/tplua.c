@@ -17,15 +17,14 @@
 #include <lua.h>
 #include <lualib.h>
 
-#define PROGNAME "tplua"
+#define PROGNAME    "tplua"
 #define HISTORY_MAX 1000
-#define MAXINPUT 4096  // longest line read without readline
+#define MAXINPUT    4096  // longest line read without readline
 
 // As lua.c: LUA_INIT_5_4 first, then LUA_INIT; '-' in a module name ends the global's name.
-#define INIT_VAR "LUA_INIT"
+#define INIT_VAR         "LUA_INIT"
 #define INIT_VAR_VERSION INIT_VAR "_" LUA_VERSION_MAJOR "_" LUA_VERSION_MINOR
-#define IGNORE_MARK '-'
-
+#define IGNORE_MARK      '-'
 
 // The SIGINT target (STYLE.md allows exactly this global state, as lua.c's globalL).
 static lua_State *globalL = NULL;
@@ -620,8 +619,7 @@ static void l_print(lua_State *L) {
   }
   lua_insert(L, 1);
   if (lua_pcall(L, n, 0, 0) != LUA_OK) {
-    l_message(progname,
-              lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
+    l_message(progname, lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
   }
 }
 
@@ -791,10 +789,10 @@ static char **tplua_completion(const char *text, int start, int end) {
   head[headlen] = '\0';
   collect_keys(L, -1, head, partial, &cap);
   if (!sep) {  // keywords too
-    static const char *const keywords[] = {"and", "break", "do", "else", "elseif", "end",
-                                           "false", "for", "function", "goto", "if", "in",
-                                           "local", "nil", "not", "or", "repeat", "return",
-                                           "then", "true", "until", "while", NULL};
+    static const char *const keywords[] = {
+        "and",      "break",  "do",   "else", "elseif", "end",   "false", "for",
+        "function", "goto",   "if",   "in",   "local",  "nil",   "not",   "or",
+        "repeat",   "return", "then", "true", "until",  "while", NULL};
     size_t plen = strlen(partial);
     for (int i = 0; keywords[i]; i++) {
       if (strncmp(keywords[i], partial, plen) == 0) {
