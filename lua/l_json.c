@@ -1,0 +1,1157 @@
+// tp._json: JSON text <-> Lua values. cJSON (DaveGamble/cJSON, Debian's libcjson 1.7.15) parses;
+// this file adds what cJSON does not keep (source positions, the text of numbers), strict
+// RFC 8259 lexing, duplicate-key and depth checks, and encodes Lua values itself.
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "lutil.h"
+#include "store.h"
+
+// Registry field holding the null sentinel, and the names of its metatable and of the metatable
+// that marks a table as an array. tp._yaml uses the same names, so both share one sentinel.
+#define NULL_FIELD "tp.json.null.value"
+#define NULL_MT    "tp.json.null"
+#define ARRAY_MT   "tp.json.array"
+#define TREE_MT    "tp.json.tree"
+#define ENCODER_MT "tp.json.encoder"
+#define FILE_MT    "tp.json.file"
+
+// cJSON recurses once per level and refuses more than CJSON_NESTING_LIMIT levels (cJSON.h; checked
+// in cJSON.c parse_array and parse_object; 1000 in 1.7.15): our own limit must stay within it.
+#define DEFAULT_MAX_DEPTH 512
+#define ENCODE_MAX_DEPTH  1000
+
+// A private value standing for "null member" while an object is being built (see dec_object).
+static const char null_member = 0;
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces: the null sentinel, the array marker, UTF-8, positions.
+
+static int null_tostring(lua_State *L) {
+  lua_pushliteral(L, "null");
+  return 1;
+}
+
+// Pushes the null sentinel (a zero-size userdata created once per state).
+static void push_null(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, NULL_FIELD) == LUA_TUSERDATA) {
+    return;
+  }
+  lua_pop(L, 1);
+  lua_newuserdatauv(L, 0, 0);  // [null]
+  if (luaL_newmetatable(L, NULL_MT)) {
+    lua_pushcfunction(L, null_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "null");
+    lua_setfield(L, -2, "__metatable");  // getmetatable(null) == 'null'; nobody can change it
+  }
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, NULL_FIELD);
+}
+
+// Pushes the metatable that marks a table as an array (also set on every decoded array).
+static void push_array_mt(lua_State *L) {
+  luaL_newmetatable(L, ARRAY_MT);
+}
+
+// Length of the well-formed UTF-8 sequence at p (RFC 3629 §4 table: no overlongs, no
+// surrogates, nothing above U+10FFFF), or 0.
+static size_t utf8_len(const unsigned char *p, size_t n) {
+  unsigned c = p[0];
+  if (c < 0x80) {
+    return 1;
+  }
+  if (c >= 0xC2 && c <= 0xDF) {
+    return (n >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+  }
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
+      return 0;
+    }
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) {
+      return 0;
+    }
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
+      return 0;
+    }
+    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) {
+      return 0;
+    }
+    return 4;
+  }
+  return 0;
+}
+
+// 1-based line and column (in characters) of byte offset `off`.
+static void line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col) {
+  size_t ln = 1, bol = 0;
+  if (off > n) {
+    off = n;
+  }
+  for (size_t i = 0; i < off; i++) {
+    if (s[i] == '\n') {
+      ln++;
+      bol = i + 1;
+    }
+  }
+  size_t c = 1;
+  for (size_t i = bol; i < off; i++) {
+    if ((s[i] & 0xC0) != 0x80) {
+      c++;
+    }
+  }
+  *line = ln;
+  *col = c;
+}
+
+// Copies at most `max` bytes of s into out as printable text: UTF-8 characters stay, control
+// characters, backslashes and invalid bytes become \xNN.
+static void snippet(char *out, size_t cap, const char *s, size_t n, size_t max) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t o = 0, i = 0;
+  while (i < n && i < max && o + 5 < cap) {
+    unsigned c = p[i];
+    size_t k = c >= 0x80 ? utf8_len(p + i, n - i) : 1;
+    if (c >= 0x80 && k > 0 && o + k + 1 < cap) {
+      memcpy(out + o, p + i, k);
+      o += k;
+      i += k;
+    } else if (c >= 0x20 && c < 0x7F && c != '\\') {
+      out[o++] = (char)c;
+      i++;
+    } else {
+      o += (size_t)snprintf(out + o, cap - o, "\\x%02X", c);
+      i++;
+    }
+  }
+  if (i < n && o + 4 < cap) {
+    memcpy(out + o, "...", 3);
+    o += 3;
+  }
+  out[o] = '\0';
+}
+
+static bool is_digit(unsigned c) {
+  return c >= '0' && c <= '9';
+}
+
+static bool is_ws(unsigned c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding.
+
+typedef struct JsonTree {
+  cJSON *root;
+} JsonTree;
+
+static int tree_gc(lua_State *L) {
+  JsonTree *t = luaL_checkudata(L, 1, TREE_MT);
+  if (t->root) {
+    cJSON *r = t->root;
+    t->root = NULL;
+    cJSON_Delete(r);
+  }
+  return 0;
+}
+
+typedef struct JsonDec {
+  lua_State *L;
+  const unsigned char *doc;  // the whole input, for positions
+  size_t doc_len;
+  const unsigned char *s;  // the input after a UTF-8 byte order mark
+  size_t n;
+  size_t cur;  // cursor into s, walked alongside cJSON's tree (see dec_next)
+  int max_depth;
+  int depth_left;  // unclosed brackets at the end of the pre-scan
+  int seq_null;    // stack index: what null becomes in arrays and at the top level
+  int map_null;    // stack index of opts.null, or 0: a null member is left out
+  int array_mt;    // stack index of the array metatable
+  int code;        // TP_EPARSE or TP_ELIMIT once failed
+  size_t err_off;  // offset into doc
+  char why[200];
+} JsonDec;
+
+static bool dec_fail(JsonDec *d, int code, size_t off_in_s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool dec_fail(JsonDec *d, int code, size_t off_in_s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d->why, sizeof d->why, fmt, ap);
+  va_end(ap);
+  d->code = code;
+  d->err_off = (size_t)(d->s - d->doc) + off_in_s;
+  return false;
+}
+
+static bool hex4(const unsigned char *s, size_t n, size_t i, unsigned *out) {
+  if (i + 4 > n) {
+    return false;
+  }
+  unsigned v = 0;
+  for (size_t k = i; k < i + 4; k++) {
+    unsigned c = s[k], h;
+    if (c >= '0' && c <= '9') {
+      h = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      h = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      h = c - 'A' + 10;
+    } else {
+      return false;
+    }
+    v = v * 16 + h;
+  }
+  *out = v;
+  return true;
+}
+
+// Checks one string literal starting at the quote s[*pos]; advances *pos past it.
+// RFC 8259 §7: unescaped code points below U+0020 are invalid; escapes are \" \\ \/ \b \f \n
+// \r \t \uXXXX; a UTF-16 surrogate must be paired. cJSON.c parse_string copies control bytes as
+// they are, and a bad hex digit (parse_hex4 returns 0) or \u0000 becomes a NUL byte
+// (utf16_literal_to_utf8) that silently cuts the C string it returns: all of it is checked here.
+static bool scan_string(JsonDec *d, size_t *pos) {
+  const unsigned char *s = d->s;
+  size_t n = d->n, start = *pos, i = start + 1;
+  for (;;) {
+    if (i >= n) {
+      return dec_fail(d, TP_EPARSE, start, "unterminated string");
+    }
+    unsigned c = s[i];
+    if (c == '"') {
+      *pos = i + 1;
+      return true;
+    }
+    if (c == '\\') {
+      if (i + 1 >= n) {
+        return dec_fail(d, TP_EPARSE, start, "unterminated string");
+      }
+      unsigned e = s[i + 1];
+      if (e == 'u') {
+        unsigned cp, lo;
+        if (!hex4(s, n, i + 2, &cp)) {
+          return dec_fail(d, TP_EPARSE, i, "invalid \\u escape (four hex digits expected)");
+        }
+        if (cp == 0) {
+          return dec_fail(d, TP_EPARSE, i, "\\u0000 (NUL) in a string is not supported");
+        }
+        if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          return dec_fail(d, TP_EPARSE, i, "unpaired UTF-16 surrogate \\u%04X", cp);
+        }
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          if (i + 7 >= n || s[i + 6] != '\\' || s[i + 7] != 'u' || !hex4(s, n, i + 8, &lo) ||
+              lo < 0xDC00 || lo > 0xDFFF) {
+            return dec_fail(d, TP_EPARSE, i, "unpaired UTF-16 surrogate \\u%04X", cp);
+          }
+          i += 12;
+        } else {
+          i += 6;
+        }
+        continue;
+      }
+      if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+          e == 't') {
+        i += 2;
+        continue;
+      }
+      if (e >= 0x21 && e < 0x7F) {
+        return dec_fail(d, TP_EPARSE, i, "invalid escape '\\%c'", (int)e);
+      }
+      return dec_fail(d, TP_EPARSE, i, "invalid escape (byte 0x%02X after '\\')", e);
+    }
+    if (c < 0x20) {
+      if (c == 0) {
+        return dec_fail(d, TP_EPARSE, i, "NUL byte in a string");
+      }
+      return dec_fail(d, TP_EPARSE, i, "unescaped control character U+%04X in a string", c);
+    }
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t k = utf8_len(s + i, n - i);
+    if (k == 0) {
+      return dec_fail(d, TP_EPARSE, i, "invalid UTF-8 (byte 0x%02X)", c);
+    }
+    i += k;
+  }
+}
+
+// Lexical pass over the whole input before cJSON sees it: strings (above), NUL and control
+// bytes (cJSON.c buffer_skip_whitespace skips every byte <= 32 as if it were a space), UTF-8, and
+// the nesting depth (so a 100k-deep input fails here, with a position).
+static bool dec_prescan(JsonDec *d) {
+  const unsigned char *s = d->s;
+  size_t n = d->n, i = 0;
+  int depth = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    if (c == '"') {
+      if (!scan_string(d, &i)) {
+        return false;
+      }
+    } else if (c == '[' || c == '{') {
+      if (++depth > d->max_depth) {
+        return dec_fail(d, TP_ELIMIT, i, "nesting deeper than %d levels (max_depth)", d->max_depth);
+      }
+      i++;
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) {
+        depth--;
+      }
+      i++;
+    } else if (c < 0x20 && !is_ws(c)) {
+      if (c == 0) {
+        return dec_fail(d, TP_EPARSE, i, "NUL byte");
+      }
+      return dec_fail(d, TP_EPARSE, i, "unexpected control character U+%04X", c);
+    } else if (c >= 0x80) {
+      size_t k = utf8_len(s + i, n - i);
+      if (k == 0) {
+        return dec_fail(d, TP_EPARSE, i, "invalid UTF-8 (byte 0x%02X)", c);
+      }
+      return dec_fail(d, TP_EPARSE, i, "unexpected character '%.*s'", (int)k, (const char *)s + i);
+    } else {
+      i++;
+    }
+  }
+  d->depth_left = depth;
+  return true;
+}
+
+// Describes why cJSON stopped at `off` (it reports only where).
+static bool dec_fail_at(JsonDec *d, size_t off, const char *suffix) {
+  const unsigned char *s = d->s;
+  size_t n = d->n;
+  // cJSON steps back onto the last byte when a container runs into the end of the input
+  // (cJSON.c buffer_skip_whitespace), so "[1, 2" stops at the '2' with one bracket still open.
+  if (off >= n || is_ws(s[off]) || (off + 1 == n && d->depth_left > 0)) {
+    size_t end = n;
+    while (end > 0 && is_ws(s[end - 1])) {
+      end--;
+    }
+    return dec_fail(d, TP_EPARSE, end, "unexpected end of input%s", suffix);
+  }
+  // A number that strtod (in cJSON's parse_number) read only in part: "1.5e", "1.2.3" (or, with
+  // upstream cJSON 1.7.15, which copies at most 63 bytes before strtod, a longer number).
+  if (off > 0 && (is_digit(s[off - 1]) || s[off - 1] == '.') &&
+      (is_digit(s[off]) || strchr("+-.eE", s[off]))) {
+    size_t b = off, e = off;
+    while (b > 0 && (is_digit(s[b - 1]) || strchr("+-.eE", s[b - 1]))) {
+      b--;
+    }
+    while (e < n && (is_digit(s[e]) || strchr("+-.eE", s[e]))) {
+      e++;
+    }
+    char what[64];
+    snippet(what, sizeof what, (const char *)s + b, e - b, 40);
+    return dec_fail(d, TP_EPARSE, b, "invalid number '%s'", what);
+  }
+  size_t k = 1;
+  if ((s[off] >= 'a' && s[off] <= 'z') || (s[off] >= 'A' && s[off] <= 'Z') || is_digit(s[off]) ||
+      s[off] == '-' || s[off] == '+' || s[off] == '.') {
+    while (off + k < n && k < 24 &&
+           ((s[off + k] >= 'a' && s[off + k] <= 'z') || (s[off + k] >= 'A' && s[off + k] <= 'Z') ||
+            is_digit(s[off + k]) || strchr("+-.", s[off + k]))) {
+      k++;
+    }
+  }
+  char what[64];
+  snippet(what, sizeof what, (const char *)s + off, k, 24);
+  return dec_fail(d, TP_EPARSE, off, "unexpected '%s'%s", what, suffix);
+}
+
+// Moves the cursor to the next token of the (already validated) text and past it, except that
+// it stops just inside '[' and '{'. cJSON's tree visited in document order (keys before their
+// values) meets its nodes in the same order as these tokens, which gives every node its
+// position and every number its text.
+static size_t dec_next(JsonDec *d) {
+  const unsigned char *s = d->s;
+  size_t n = d->n, i = d->cur;
+  while (i < n && (is_ws(s[i]) || s[i] == ',' || s[i] == ':' || s[i] == ']' || s[i] == '}')) {
+    i++;
+  }
+  size_t start = i;
+  if (i < n) {
+    unsigned c = s[i];
+    if (c == '"') {
+      i++;
+      while (i < n && s[i] != '"') {
+        i += (s[i] == '\\') ? 2 : 1;
+      }
+      i++;
+    } else if (c == '[' || c == '{') {
+      i++;
+    } else if (c == 't' || c == 'n') {
+      i += 4;
+    } else if (c == 'f') {
+      i += 5;
+    } else {
+      while (i < n && (is_digit(s[i]) || s[i] == '-' || s[i] == '+' || s[i] == '.' || s[i] == 'e' ||
+                       s[i] == 'E')) {
+        i++;
+      }
+    }
+  }
+  d->cur = i > n ? n : i;
+  return start;
+}
+
+// Pushes the number whose text is s[at, end). RFC 8259 §6: number = [ "-" ] int [ frac ] [ exp ],
+// int = "0" / digit1-9 *DIGIT (cJSON hands anything strtod takes, "01", "1." or "-.5" included).
+// Without frac and exp it is an integer: a Lua integer when it fits in 64 bits, else cJSON's
+// double. Everything else is cJSON's double (strtod: correctly rounded).
+static bool dec_number(JsonDec *d, const cJSON *it, size_t at, size_t end) {
+  const unsigned char *p = d->s + at, *e = d->s + end;
+  bool neg = false, integral = true, overflow = false;
+  uint64_t acc = 0;
+  if (p < e && *p == '-') {
+    neg = true;
+    p++;
+  }
+  if (p >= e || !is_digit(*p) || (*p == '0' && p + 1 < e && is_digit(p[1]))) {
+    goto bad;
+  }
+  for (; p < e && is_digit(*p); p++) {
+    unsigned dg = *p - '0';
+    if (acc > (UINT64_MAX - dg) / 10) {
+      overflow = true;
+    } else {
+      acc = acc * 10 + dg;
+    }
+  }
+  if (p < e && *p == '.') {
+    integral = false;
+    if (++p >= e || !is_digit(*p)) {
+      goto bad;
+    }
+    while (p < e && is_digit(*p)) {
+      p++;
+    }
+  }
+  if (p < e && (*p == 'e' || *p == 'E')) {
+    integral = false;
+    if (++p < e && (*p == '+' || *p == '-')) {
+      p++;
+    }
+    if (p >= e || !is_digit(*p)) {
+      goto bad;
+    }
+    while (p < e && is_digit(*p)) {
+      p++;
+    }
+  }
+  if (p != e) {
+    goto bad;
+  }
+  if (integral && !overflow && !neg && acc <= (uint64_t)INT64_MAX) {
+    lua_pushinteger(d->L, (lua_Integer)acc);
+  } else if (integral && !overflow && neg && acc <= (uint64_t)INT64_MAX + 1) {
+    lua_pushinteger(d->L, acc == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(lua_Integer)acc);
+  } else {
+    lua_pushnumber(d->L, it->valuedouble);
+  }
+  return true;
+bad : {
+  char what[64];
+  snippet(what, sizeof what, (const char *)d->s + at, end - at, 40);
+  return dec_fail(d, TP_EPARSE, at, "invalid number '%s'", what);
+}
+}
+
+static bool dec_value(JsonDec *d, const cJSON *it);
+
+// Number of children, as a size hint for lua_createtable.
+static int child_count(const cJSON *it) {
+  int n = 0;
+  for (const cJSON *c = it->child; c && n < INT32_MAX; c = c->next) {
+    n++;
+  }
+  return n;
+}
+
+static bool dec_array(JsonDec *d, const cJSON *it) {
+  lua_State *L = d->L;
+  luaL_checkstack(L, 4, "json: nesting too deep");
+  lua_createtable(L, child_count(it), 0);  // [t]
+  lua_Integer i = 0;
+  for (const cJSON *c = it->child; c; c = c->next) {
+    if (!dec_value(d, c)) {
+      return false;
+    }
+    lua_rawseti(L, -2, ++i);
+  }
+  lua_pushvalue(L, d->array_mt);
+  lua_setmetatable(L, -2);
+  return true;
+}
+
+// cJSON keeps duplicate members (cJSON.c parse_object appends them all): they are found here. A
+// null member is stored as a private placeholder while the object is built (so that a later
+// duplicate of it is still seen), then removed unless opts.null gave it a value.
+static bool dec_object(JsonDec *d, const cJSON *it) {
+  lua_State *L = d->L;
+  luaL_checkstack(L, 6, "json: nesting too deep");
+  lua_createtable(L, 0, child_count(it));  // [t]
+  bool nulls = false;
+  for (const cJSON *c = it->child; c; c = c->next) {
+    size_t key_at = dec_next(d);
+    lua_pushstring(L, c->string);  // [t, k]
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, -3) != LUA_TNIL) {
+      char what[64];
+      snippet(what, sizeof what, c->string, strlen(c->string), 40);
+      return dec_fail(d, TP_EPARSE, key_at, "duplicate key \"%s\"", what);
+    }
+    lua_pop(L, 1);
+    if ((c->type & 0xFF) == cJSON_NULL) {
+      dec_next(d);
+      if (d->map_null) {
+        lua_pushvalue(L, d->map_null);
+      } else {
+        lua_pushlightuserdata(L, (void *)&null_member);
+        nulls = true;
+      }
+    } else if (!dec_value(d, c)) {
+      return false;
+    }
+    lua_rawset(L, -3);  // [t]
+  }
+  if (nulls) {
+    for (const cJSON *c = it->child; c; c = c->next) {
+      if ((c->type & 0xFF) == cJSON_NULL) {
+        lua_pushstring(L, c->string);
+        lua_pushnil(L);
+        lua_rawset(L, -3);
+      }
+    }
+  }
+  return true;
+}
+
+static bool dec_value(JsonDec *d, const cJSON *it) {
+  lua_State *L = d->L;
+  switch (it->type & 0xFF) {
+    case cJSON_False:
+      dec_next(d);
+      lua_pushboolean(L, 0);
+      return true;
+    case cJSON_True:
+      dec_next(d);
+      lua_pushboolean(L, 1);
+      return true;
+    case cJSON_NULL:
+      dec_next(d);
+      lua_pushvalue(L, d->seq_null);
+      return true;
+    case cJSON_Number: {
+      size_t at = dec_next(d);
+      return dec_number(d, it, at, d->cur);
+    }
+    case cJSON_String:
+      dec_next(d);
+      lua_pushstring(L, it->valuestring);
+      return true;
+    case cJSON_Array:
+      dec_next(d);
+      return dec_array(d, it);
+    case cJSON_Object:
+      dec_next(d);
+      return dec_object(d, it);
+    default:
+      return dec_fail(d, TP_EPARSE, d->cur, "unexpected JSON node type %d", it->type);
+  }
+}
+
+// json.decode(text, opts) -> value | nil, err, code
+// opts: name (source in messages, default "<string>"), max_depth (1..1000, default 512),
+// null (value for null members; absent: members are left out; arrays get it too).
+static int json_decode(lua_State *L) {
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  const char *name = tpl_optfield_string(L, 2, "name", "<string>");
+  lua_Integer max_depth = tpl_optfield_integer(L, 2, "max_depth", DEFAULT_MAX_DEPTH);
+  luaL_argcheck(L, max_depth >= 1 && max_depth <= CJSON_NESTING_LIMIT, 2,
+                "max_depth out of range (1..1000)");
+  lua_settop(L, 2);
+  push_null(L);  // [text, opts, sentinel]
+  if (lua_isnoneornil(L, 2)) {
+    lua_pushnil(L);
+  } else {
+    lua_getfield(L, 2, "null");
+  }
+  push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
+  JsonTree *tree = lua_newuserdatauv(L, sizeof *tree, 0);
+  tree->root = NULL;
+  luaL_setmetatable(L, TREE_MT);  // [text, opts, sentinel, opts.null, array_mt, tree]
+
+  JsonDec d = {
+      .L = L, .doc = (const unsigned char *)text, .doc_len = len, .max_depth = (int)max_depth};
+  d.map_null = lua_isnil(L, 4) ? 0 : 4;
+  d.seq_null = d.map_null ? 4 : 3;
+  d.array_mt = 5;
+  d.s = d.doc;
+  d.n = len;
+  if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {  // RFC 8259 §8.1: may be ignored
+    d.s += 3;
+    d.n -= 3;
+  }
+  bool ok = dec_prescan(&d);
+  if (ok) {
+    size_t k = 0;
+    while (k < d.n && is_ws(d.s[k])) {
+      k++;
+    }
+    if (k == d.n) {
+      ok = dec_fail(&d, TP_EPARSE, k, len == 0 ? "empty input" : "unexpected end of input");
+    }
+  }
+  if (ok) {
+    const char *end = NULL;
+    tree->root = cJSON_ParseWithLengthOpts((const char *)d.s, d.n, &end, 0);
+    size_t off = end ? (size_t)((const unsigned char *)end - d.s) : 0;
+    if (!tree->root) {
+      ok = dec_fail_at(&d, off, "");
+    } else {
+      while (off < d.n && is_ws(d.s[off])) {
+        off++;
+      }
+      if (off < d.n) {
+        ok = dec_fail_at(&d, off, " after the JSON value");
+      }
+    }
+  }
+  if (ok) {
+    ok = dec_value(&d, tree->root);
+  }
+  cJSON *root = tree->root;
+  tree->root = NULL;
+  cJSON_Delete(root);
+  if (!ok) {
+    lua_settop(L, 6);
+    size_t line, col;
+    line_col(d.doc, d.doc_len, d.err_off, &line, &col);
+    return tpl_pushfail(L, d.code == TP_ELIMIT ? "ELIMIT" : "EPARSE", "%s:%d:%d: %s", name,
+                        (int)(line > INT32_MAX ? INT32_MAX : line),
+                        (int)(col > INT32_MAX ? INT32_MAX : col), d.why);
+  }
+  return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding.
+
+typedef struct PathElem {
+  const char *key;  // string key (anchored by its table during the walk), or NULL
+  size_t key_len;
+  lua_Integer index;  // array index or integer key when key is NULL
+} PathElem;
+
+typedef struct JsonEnc {
+  TpBuf out;
+  bool pretty, sort_keys, allow_nan;
+  int indent;
+  int depth;
+  int null_idx, array_mt_idx, seen_idx;
+  bool nomem;
+  char why[160];
+  PathElem path[ENCODE_MAX_DEPTH + 1];
+} JsonEnc;
+
+static int encoder_gc(lua_State *L) {
+  JsonEnc *e = luaL_checkudata(L, 1, ENCODER_MT);
+  tp_buf_free(&e->out);
+  return 0;
+}
+
+static bool enc_fail(JsonEnc *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool enc_fail(JsonEnc *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->why, sizeof e->why, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+static bool enc_put(JsonEnc *e, const void *p, size_t n) {
+  if (tp_buf_append(&e->out, p, n) != 0) {
+    e->nomem = true;
+    return enc_fail(e, "out of memory");
+  }
+  return true;
+}
+
+static bool enc_putc(JsonEnc *e, char c) {
+  return enc_put(e, &c, 1);
+}
+
+// "$", then .name for identifier-like keys, ["other key"] for the rest and [i] for integer keys
+// (1-based, as the Lua table is indexed).
+static void enc_path(const JsonEnc *e, char *out, size_t cap) {
+  size_t o = (size_t)snprintf(out, cap, "$");
+  for (int i = 1; i <= e->depth && i <= ENCODE_MAX_DEPTH && o + 8 < cap; i++) {
+    const PathElem *p = &e->path[i];
+    if (!p->key) {
+      o += (size_t)snprintf(out + o, cap - o, "[%lld]", (long long)p->index);
+      continue;
+    }
+    bool ident = p->key_len > 0 && p->key_len <= 40 && !is_digit((unsigned char)p->key[0]);
+    for (size_t k = 0; ident && k < p->key_len; k++) {
+      unsigned char c = (unsigned char)p->key[k];
+      ident = c == '_' || is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    }
+    char what[64];
+    snippet(what, sizeof what, p->key, p->key_len, 40);
+    o += (size_t)snprintf(out + o, cap - o, ident ? ".%s" : "[\"%s\"]", what);
+    if (o >= cap) {
+      o = cap - 1;
+    }
+  }
+}
+
+// RFC 8259 §7: '"', '\\' and U+0000..U+001F must be escaped; everything else is written as is,
+// after checking that it is UTF-8 (§8.1).
+static bool enc_string(JsonEnc *e, const char *str, size_t n) {
+  static const char hexd[] = "0123456789abcdef";
+  const unsigned char *s = (const unsigned char *)str;
+  if (!enc_putc(e, '"')) {
+    return false;
+  }
+  size_t run = 0, i = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+      i++;
+      continue;
+    }
+    if (c >= 0x80) {
+      size_t k = utf8_len(s + i, n - i);
+      if (k == 0) {
+        return enc_fail(e, "string is not valid UTF-8 (byte 0x%02X at offset %zu)", c, i);
+      }
+      i += k;
+      continue;
+    }
+    if (!enc_put(e, s + run, i - run)) {
+      return false;
+    }
+    char esc[6] = {'\\', 0, 0, 0, 0, 0};
+    size_t elen = 2;
+    switch (c) {
+      case '"':
+        esc[1] = '"';
+        break;
+      case '\\':
+        esc[1] = '\\';
+        break;
+      case '\n':
+        esc[1] = 'n';
+        break;
+      case '\r':
+        esc[1] = 'r';
+        break;
+      case '\t':
+        esc[1] = 't';
+        break;
+      case '\b':
+        esc[1] = 'b';
+        break;
+      case '\f':
+        esc[1] = 'f';
+        break;
+      default:
+        memcpy(esc + 1, "u00", 3);
+        esc[4] = hexd[c >> 4];
+        esc[5] = hexd[c & 15];
+        elen = 6;
+        break;
+    }
+    if (!enc_put(e, esc, elen)) {
+      return false;
+    }
+    run = ++i;
+  }
+  return enc_put(e, s + run, n - run) && enc_putc(e, '"');
+}
+
+// Shortest of %.15g, %.16g, %.17g that reads back as the same double (17 significant digits
+// always do, IEEE 754 §5.12.2), plus ".0" when the text would read as an integer, so that Python's
+// json module and our decoder keep it a float.
+static size_t fmt_float(char *buf, size_t cap, double x) {
+  int n = 0;
+  for (int prec = 15; prec <= 17; prec++) {
+    n = snprintf(buf, cap, "%.*g", prec, x);
+    if (strtod(buf, NULL) == x) {
+      break;
+    }
+  }
+  if (n > 0 && (size_t)n + 2 < cap && !strpbrk(buf, ".eEni")) {
+    memcpy(buf + n, ".0", 3);
+    n += 2;
+  }
+  return n > 0 ? (size_t)n : 0;
+}
+
+static bool enc_newline(JsonEnc *e, int depth) {
+  if (!e->pretty) {
+    return true;
+  }
+  if (!enc_putc(e, '\n')) {
+    return false;
+  }
+  size_t n = (size_t)depth * (size_t)e->indent;
+  if (tp_buf_reserve(&e->out, n) != 0) {
+    e->nomem = true;
+    return enc_fail(e, "out of memory");
+  }
+  memset(e->out.data + e->out.len, ' ', n);
+  e->out.len += n;
+  return true;
+}
+
+typedef struct KeyRef {
+  const char *s;
+  size_t n;
+} KeyRef;
+
+static int keyref_cmp(const void *a, const void *b) {
+  const KeyRef *x = a, *y = b;
+  size_t m = x->n < y->n ? x->n : y->n;
+  int c = memcmp(x->s, y->s, m);
+  if (c != 0) {
+    return c;
+  }
+  return (x->n > y->n) - (x->n < y->n);
+}
+
+static bool enc_value(lua_State *L, JsonEnc *e, int idx);
+
+// Classifies the table at idx: an array when its keys are exactly 1..n (or it is empty and
+// carries the array marker), an object when all keys are strings; anything else is refused.
+static bool enc_table(lua_State *L, JsonEnc *e, int idx) {
+  if (e->depth >= ENCODE_MAX_DEPTH) {
+    return enc_fail(e, "nesting deeper than %d levels", ENCODE_MAX_DEPTH);
+  }
+  luaL_checkstack(L, 8, "json.encode: nesting too deep");
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, e->seen_idx) != LUA_TNIL) {
+    lua_pop(L, 1);
+    return enc_fail(e, "table contains itself (cycle)");
+  }
+  lua_pop(L, 1);
+  bool marked = false;
+  if (lua_getmetatable(L, idx)) {
+    marked = lua_rawequal(L, -1, e->array_mt_idx);
+    lua_pop(L, 1);
+  }
+  lua_Integer total = 0, nint = 0, nstr = 0, imin = LUA_MAXINTEGER, imax = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    total++;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      nstr++;
+    } else if (lua_isinteger(L, -1)) {
+      lua_Integer k = lua_tointeger(L, -1);
+      nint++;
+      imin = k < imin ? k : imin;
+      imax = k > imax ? k : imax;
+    } else {
+      const char *tn = luaL_typename(L, -1);
+      lua_pop(L, 1);
+      return enc_fail(e, "table key of type %s (JSON keys are strings)",
+                      strcmp(tn, "number") == 0 ? "float" : tn);
+    }
+  }
+  bool is_array =
+      (total == 0 && marked) || (total > 0 && nint == total && imin == 1 && imax == total);
+  if (!is_array && nint > 0) {
+    if (nstr > 0) {
+      return enc_fail(e, "table mixes integer and string keys");
+    }
+    return enc_fail(e, "integer keys are not 1..n (sparse array)");
+  }
+  if (!is_array && marked) {
+    return enc_fail(e, "table marked as an array has string keys");
+  }
+  lua_pushvalue(L, idx);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, e->seen_idx);
+  int depth = ++e->depth;
+  PathElem *pe = &e->path[depth];
+  if (is_array) {
+    if (!enc_putc(e, '[')) {
+      return false;
+    }
+    for (lua_Integer i = 1; i <= total; i++) {
+      pe->key = NULL;
+      pe->index = i;
+      if ((i > 1 && !enc_putc(e, ',')) || !enc_newline(e, depth)) {
+        return false;
+      }
+      lua_rawgeti(L, idx, i);
+      if (!enc_value(L, e, lua_gettop(L))) {
+        return false;
+      }
+      lua_pop(L, 1);
+    }
+    if ((total > 0 && !enc_newline(e, depth - 1)) || !enc_putc(e, ']')) {
+      return false;
+    }
+  } else {
+    // Keys are collected in a userdata (freed by the collector if anything below raises); their
+    // strings stay alive because the table holds them and nothing here runs Lua code.
+    KeyRef *keys = lua_newuserdatauv(L, (size_t)total * sizeof *keys + 1, 0);
+    int keys_idx = lua_gettop(L);
+    size_t k = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      lua_pop(L, 1);
+      keys[k].s = lua_tolstring(L, -1, &keys[k].n);
+      k++;
+    }
+    if (e->sort_keys && total > 1) {
+      qsort(keys, (size_t)total, sizeof *keys, keyref_cmp);
+    }
+    if (!enc_putc(e, '{')) {
+      return false;
+    }
+    for (k = 0; k < (size_t)total; k++) {
+      pe->key = keys[k].s;
+      pe->key_len = keys[k].n;
+      if ((k > 0 && !enc_putc(e, ',')) || !enc_newline(e, depth) ||
+          !enc_string(e, keys[k].s, keys[k].n) || !enc_putc(e, ':') ||
+          (e->pretty && !enc_putc(e, ' '))) {
+        return false;
+      }
+      lua_pushlstring(L, keys[k].s, keys[k].n);
+      lua_rawget(L, idx);
+      if (!enc_value(L, e, lua_gettop(L))) {
+        return false;
+      }
+      lua_pop(L, 1);
+    }
+    lua_settop(L, keys_idx - 1);
+    if ((total > 0 && !enc_newline(e, depth - 1)) || !enc_putc(e, '}')) {
+      return false;
+    }
+  }
+  e->depth--;
+  lua_pushvalue(L, idx);
+  lua_pushnil(L);
+  lua_rawset(L, e->seen_idx);
+  return true;
+}
+
+static bool enc_value(lua_State *L, JsonEnc *e, int idx) {
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+      return enc_put(e, "null", 4);
+    case LUA_TBOOLEAN:
+      return lua_toboolean(L, idx) ? enc_put(e, "true", 4) : enc_put(e, "false", 5);
+    case LUA_TNUMBER: {
+      char buf[64];
+      if (lua_isinteger(L, idx)) {
+        int n = snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, idx));
+        return enc_put(e, buf, (size_t)n);
+      }
+      double x = (double)lua_tonumber(L, idx);
+      if (!isfinite(x)) {
+        if (e->allow_nan) {
+          return enc_put(e, "null", 4);
+        }
+        return enc_fail(e, "%s is not valid JSON (allow_nan = true writes null)",
+                        isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf"));
+      }
+      return enc_put(e, buf, fmt_float(buf, sizeof buf, x));
+    }
+    case LUA_TSTRING: {
+      size_t n;
+      const char *s = lua_tolstring(L, idx, &n);
+      return enc_string(e, s, n);
+    }
+    case LUA_TTABLE:
+      return enc_table(L, e, idx);
+    case LUA_TUSERDATA:
+    case LUA_TLIGHTUSERDATA:
+      if (lua_rawequal(L, idx, e->null_idx)) {
+        return enc_put(e, "null", 4);
+      }
+      return enc_fail(e, "cannot encode a userdata (only tp.json.null)");
+    default:
+      return enc_fail(e, "cannot encode a %s", luaL_typename(L, idx));
+  }
+}
+
+// json.encode(value, opts) -> text | nil, err, code
+// opts: pretty (false), indent (2, when pretty), sort_keys (false here; the Lua face defaults it
+// to true), allow_nan (false).
+static int json_encode(lua_State *L) {
+  luaL_checkany(L, 1);
+  bool pretty = tpl_optfield_boolean(L, 2, "pretty", 0);
+  lua_Integer indent = tpl_optfield_integer(L, 2, "indent", 2);
+  luaL_argcheck(L, indent >= 0 && indent <= 16, 2, "indent out of range (0..16)");
+  bool sort_keys = tpl_optfield_boolean(L, 2, "sort_keys", 0);
+  bool allow_nan = tpl_optfield_boolean(L, 2, "allow_nan", 0);
+  lua_settop(L, 2);
+  push_null(L);
+  push_array_mt(L);
+  lua_newtable(L);  // [value, opts, null, array_mt, seen]
+  JsonEnc *e = lua_newuserdatauv(L, sizeof *e, 0);
+  memset(e, 0, sizeof *e);
+  luaL_setmetatable(L, ENCODER_MT);  // [value, opts, null, array_mt, seen, encoder]
+  e->pretty = pretty;
+  e->indent = (int)indent;
+  e->sort_keys = sort_keys;
+  e->allow_nan = allow_nan;
+  e->null_idx = 3;
+  e->array_mt_idx = 4;
+  e->seen_idx = 5;
+  if (!enc_value(L, e, 1)) {
+    char where[512];
+    enc_path(e, where, sizeof where);
+    lua_settop(L, 6);
+    tp_buf_free(&e->out);
+    return tpl_pushfail(L, e->nomem ? "ENOMEM" : "EINVAL", "%s: %s", where, e->why);
+  }
+  lua_pushlstring(L, e->out.data ? e->out.data : "", e->out.len);
+  tp_buf_free(&e->out);
+  return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files.
+
+typedef struct OpenFile {
+  int fd;
+} OpenFile;
+
+static int file_gc(lua_State *L) {
+  OpenFile *f = luaL_checkudata(L, 1, FILE_MT);
+  if (f->fd >= 0) {
+    int fd = f->fd;
+    f->fd = -1;
+    close(fd);
+  }
+  return 0;
+}
+
+// json.read_file(path, max_size) -> contents | nil, err, code
+// Reads a whole regular file or stream; more than max_size bytes is an ELIMIT failure.
+static int json_read_file(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_Integer max = luaL_optinteger(L, 2, LUA_MAXINTEGER);
+  luaL_argcheck(L, max >= 0, 2, "max_size must be >= 0");
+  OpenFile *f = lua_newuserdatauv(L, sizeof *f, 0);  // closed until open succeeds
+  f->fd = -1;
+  luaL_setmetatable(L, FILE_MT);  // [path, max, file]
+  f->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (f->fd < 0) {
+    return tpl_pusherrno(L, path);
+  }
+  struct stat st;
+  if (fstat(f->fd, &st) != 0) {
+    return tpl_pusherrno(L, path);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    return tpl_pusherrno(L, path);
+  }
+  if (S_ISREG(st.st_mode) && (lua_Integer)st.st_size > max) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "file is %lld bytes, above max_size (%lld bytes)",
+             (long long)st.st_size, (long long)max);
+    return tpl_pushfail(L, "ELIMIT", "%s: %s", path, msg);
+  }
+  // A regular file is read into one buffer of its size (+1 to see the end without growing it);
+  // a stream grows the buffer as it goes.
+  luaL_Buffer b;
+  size_t total = 0;
+  luaL_buffinitsize(L, &b, S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : LUAL_BUFFERSIZE);
+  for (;;) {
+    size_t room = b.size - b.n;
+    char *p = luaL_prepbuffsize(&b, room > 0 ? room : LUAL_BUFFERSIZE);
+    room = b.size - b.n;
+    ssize_t r = read(f->fd, p, room);
+    if (r < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return tpl_pusherrno(L, path);
+    }
+    if (r == 0) {
+      break;
+    }
+    luaL_addsize(&b, (size_t)r);
+    total += (size_t)r;
+    if ((lua_Integer)total > max) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "more than max_size (%lld bytes)", (long long)max);
+      return tpl_pushfail(L, "ELIMIT", "%s: %s", path, msg);
+    }
+  }
+  luaL_pushresult(&b);  // [path, max, file, contents]
+  int fd = f->fd;
+  f->fd = -1;
+  close(fd);
+  return 1;
+}
+
+// json.write_file(path, data) -> true | nil, err, code
+// Replaces path atomically (engine/store.h tp_store_write_atomic), mode 0644.
+static int json_write_file(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  size_t n;
+  const char *data = luaL_checklstring(L, 2, &n);
+  TpError err;
+  if (tp_store_write_atomic(path, data, n, 0644, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static const luaL_Reg json_funcs[] = {
+    {"decode", json_decode},
+    {"encode", json_encode},
+    {"read_file", json_read_file},
+    {"write_file", json_write_file},
+    {NULL, NULL},
+};
+
+static const luaL_Reg tree_meta[] = {{"__gc", tree_gc}, {"__close", tree_gc}, {NULL, NULL}};
+static const luaL_Reg encoder_meta[] = {
+    {"__gc", encoder_gc}, {"__close", encoder_gc}, {NULL, NULL}};
+static const luaL_Reg file_meta[] = {{"__gc", file_gc}, {"__close", file_gc}, {NULL, NULL}};
+
+int luaopen_tp__json(lua_State *L);
+
+int luaopen_tp__json(lua_State *L) {
+  tpl_newclass(L, TREE_MT, NULL, tree_meta);
+  tpl_newclass(L, ENCODER_MT, NULL, encoder_meta);
+  tpl_newclass(L, FILE_MT, NULL, file_meta);
+  luaL_newlib(L, json_funcs);
+  push_null(L);
+  lua_setfield(L, -2, "null");
+  push_array_mt(L);
+  lua_setfield(L, -2, "array_mt");
+  return 1;
+}

@@ -1,0 +1,235 @@
+-- tp.json: JSON text <-> Lua values (RFC 8259) over the tp._json binding (cJSON).
+-- Decoding keeps integers exact and reports '<source>:<line>:<column>: <problem>'; encoding is
+-- deterministic (sorted keys) so records and golden files compare byte for byte.
+-- Rules and limits: docs/yaml-json.md.
+local C = require('tp._json')
+
+local M = {}
+
+--- Default largest input `decode` and `load_file` accept, in bytes (1 GiB).
+M.DEFAULT_MAX_SIZE = 1024 * 1024 * 1024
+
+--- The value that stands for JSON null where nil cannot: in arrays (so they keep their length),
+--- at the top level, and in objects when `opts.null = tp.json.null`. `tostring` gives 'null';
+--- `encode` writes it as null. tp.yaml uses the same value.
+M.null = C.null
+
+local ARRAY_MT = C.array_mt
+
+local DECODE_OPTS = {
+  name = 'string',
+  null = 'any',
+  max_depth = 'integer',
+  max_size = 'integer',
+}
+
+local ENCODE_OPTS = {
+  pretty = 'boolean',
+  indent = 'integer',
+  sort_keys = 'boolean',
+  allow_nan = 'boolean',
+}
+
+-- Checks an options table against `spec` (field -> 'string' | 'boolean' | 'integer' | 'any');
+-- unknown fields and wrong types are the caller's mistake: they raise at the caller's level.
+local function check_opts(fname, opts, spec)
+  if opts == nil then
+    return {}
+  end
+  if type(opts) ~= 'table' then
+    error(('%s: opts must be a table, got %s'):format(fname, type(opts)), 3)
+  end
+  for k, v in pairs(opts) do
+    local want = spec[k]
+    if want == nil then
+      error(('%s: unknown option %q'):format(fname, tostring(k)), 3)
+    end
+    local ok = want == 'any' or type(v) == want or (want == 'integer' and math.type(v) == 'integer')
+    if not ok then
+      error(('%s: option %q must be %s, got %s'):format(fname, k, want, type(v)), 3)
+    end
+  end
+  return opts
+end
+
+-- cJSON refuses more than 1000 levels (CJSON_NESTING_LIMIT in cJSON.h).
+local function check_depth(fname, opts)
+  local d = opts.max_depth
+  if d ~= nil and (d < 1 or d > 1000) then
+    error(('%s: option "max_depth" must be within 1..1000'):format(fname), 3)
+  end
+end
+
+-- A copy of the encode options with the defaults filled in; checks the indent range.
+local function encode_opts(fname, opts, pretty)
+  local o = {}
+  for k, v in pairs(opts) do
+    o[k] = v
+  end
+  if o.sort_keys == nil then
+    o.sort_keys = true
+  end
+  if o.pretty == nil then
+    o.pretty = pretty
+  end
+  if o.indent ~= nil and (o.indent < 0 or o.indent > 16) then
+    error(('%s: option "indent" must be within 0..16'):format(fname), 3)
+  end
+  return o
+end
+
+local function copy(t)
+  local r = {}
+  for k, v in pairs(t) do
+    r[k] = v
+  end
+  return r
+end
+
+--- Returns true when `v` is the null sentinel.
+---@param v any
+---@return boolean
+function M.is_null(v)
+  return rawequal(v, C.null)
+end
+
+--- Marks `t` (or a new empty table) as an array, so that it encodes as `[]` even when empty.
+--- Decoded arrays carry the same mark. `t` must not have another metatable.
+---```lua
+---json.encode({ runs = json.array() })  --> '{"runs":[]}'
+---```
+---@param t? table
+---@return table t
+function M.array(t)
+  if t == nil then
+    t = {}
+  end
+  if type(t) ~= 'table' then
+    error(('json.array: table expected, got %s'):format(type(t)), 2)
+  end
+  local mt = getmetatable(t)
+  if mt ~= nil and mt ~= ARRAY_MT then
+    error('json.array: table already has a metatable', 2)
+  end
+  return setmetatable(t, ARRAY_MT)
+end
+
+--- Returns true when `t` is a table marked as an array (by `array` or by decoding).
+---@param t any
+---@return boolean
+function M.is_array(t)
+  return type(t) == 'table' and getmetatable(t) == ARRAY_MT
+end
+
+---@class tp.json.DecodeOpts
+---@field name? string source named in messages (default '<string>', or the path for load_file)
+---@field null? any value stored for null members (default: the member is left out); also
+---  replaces tp.json.null in arrays and at the top level
+---@field max_depth? integer deepest nesting accepted, 1..1000 (default 512)
+---@field max_size? integer largest input in bytes (default DEFAULT_MAX_SIZE)
+
+--- Decodes JSON text. Integers without fraction or exponent that fit in 64 bits are Lua
+--- integers, other numbers floats; null is tp.json.null in arrays and at the top level and
+--- leaves the member out of an object (unless `opts.null`); arrays are marked (see `array`).
+--- Fails with `nil, '<source>:<line>:<column>: <problem>', 'EPARSE'` (or 'ELIMIT' for depth and
+--- size).
+---```lua
+---local v = assert(json.decode('{"iters": 500, "lr": 3e-4}'))
+---```
+---@param text string
+---@param opts? tp.json.DecodeOpts
+---@return any|nil value
+---@return string? err
+---@return string? code
+function M.decode(text, opts)
+  if type(text) ~= 'string' then
+    error(('json.decode: string expected, got %s'):format(type(text)), 2)
+  end
+  opts = check_opts('json.decode', opts, DECODE_OPTS)
+  check_depth('json.decode', opts)
+  local max = opts.max_size or M.DEFAULT_MAX_SIZE
+  if #text > max then
+    local name = opts.name or '<string>'
+    local msg = ('%s: input is %d bytes, above max_size (%d bytes)'):format(name, #text, max)
+    return nil, msg, 'ELIMIT'
+  end
+  return C.decode(text, opts)
+end
+
+---@class tp.json.EncodeOpts
+---@field pretty? boolean newlines and indentation (default false: compact, no spaces)
+---@field indent? integer spaces per level when pretty, 0..16 (default 2)
+---@field sort_keys? boolean object keys in byte order (default true)
+---@field allow_nan? boolean write NaN and infinities as null (default false: an error)
+
+--- Encodes a Lua value as JSON text. Tables whose keys are exactly 1..n are arrays (an empty
+--- table is `{}` unless marked with `array`), tables with string keys objects; mixed or sparse
+--- tables, cycles, functions, NaN and infinities fail with `nil, '<path>: <problem>', 'EINVAL'`
+--- where path reads like `$.runs[2].loss` (Lua indices). Integers are written exactly, floats
+--- with the shortest text that reads back the same and a '.0' when integral.
+---```lua
+---json.encode({ b = 1, a = { 1.5, 2 } })  --> '{"a":[1.5,2],"b":1}'
+---```
+---@param value any
+---@param opts? tp.json.EncodeOpts
+---@return string|nil text
+---@return string? err
+---@return string? code
+function M.encode(value, opts)
+  opts = check_opts('json.encode', opts, ENCODE_OPTS)
+  return C.encode(value, encode_opts('json.encode', opts, false))
+end
+
+--- Reads and decodes a JSON file; messages name the file. Missing files, directories and
+--- unreadable files fail with `nil, '<path>: <reason>', '<ERRNO>'`.
+---```lua
+---local run = assert(json.load_file('output/run-1.json'))
+---```
+---@param path string
+---@param opts? tp.json.DecodeOpts
+---@return any|nil value
+---@return string? err
+---@return string? code
+function M.load_file(path, opts)
+  if type(path) ~= 'string' then
+    error(('json.load_file: path must be a string, got %s'):format(type(path)), 2)
+  end
+  opts = check_opts('json.load_file', opts, DECODE_OPTS)
+  check_depth('json.load_file', opts)
+  local text, err, code = C.read_file(path, opts.max_size or M.DEFAULT_MAX_SIZE)
+  if not text then
+    return nil, err, code
+  end
+  local o = copy(opts)
+  o.name = o.name or path
+  return C.decode(text, o)
+end
+
+---@class tp.json.SaveOpts: tp.json.EncodeOpts
+---@field pretty? boolean (default true for files)
+
+--- Encodes `value` and replaces `path` with it atomically (temporary file in the same directory,
+--- fsync, rename, fsync of the directory), ending the file with a newline. Nothing is written
+--- when encoding fails; on a write failure the old file is left as it was.
+---```lua
+---assert(json.save_file('output/run-1.json', record))
+---```
+---@param path string
+---@param value any
+---@param opts? tp.json.SaveOpts
+---@return true|nil ok
+---@return string? err
+---@return string? code
+function M.save_file(path, value, opts)
+  if type(path) ~= 'string' then
+    error(('json.save_file: path must be a string, got %s'):format(type(path)), 2)
+  end
+  opts = check_opts('json.save_file', opts, ENCODE_OPTS)
+  local text, err, code = C.encode(value, encode_opts('json.save_file', opts, true))
+  if not text then
+    return nil, ('%s: %s'):format(path, err), code
+  end
+  return C.write_file(path, text .. '\n')
+end
+
+return M

@@ -1,0 +1,69 @@
+// libFuzzer target for tp._json: decodes arbitrary bytes in protected mode. Whatever decodes must
+// encode, and that text must decode and encode again to the same bytes.
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int luaopen_tp__json(lua_State *L);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void oracle_failed(lua_State *L, const char *what) {
+  fprintf(stderr, "fuzz_json: %s: %s\n", what, lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+  abort();
+}
+
+// Calls json[fn](value at idx, opts): decode keeps nulls (null = json.null), encode sorts keys
+// and writes non-finite numbers as null (allow_nan); leaves 2 results.
+static void call(lua_State *L, int json, const char *fn, int idx) {
+  lua_getfield(L, json, fn);
+  lua_pushvalue(L, idx);
+  lua_createtable(L, 0, 2);
+  if (strcmp(fn, "encode") == 0) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "allow_nan");
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "sort_keys");
+  } else {
+    lua_getfield(L, json, "null");
+    lua_setfield(L, -2, "null");
+  }
+  lua_call(L, 2, 2);
+}
+
+static int run(lua_State *L) {
+  // [input]
+  lua_pushcfunction(L, luaopen_tp__json);
+  lua_call(L, 0, 1);        // [input, json]
+  call(L, 2, "decode", 1);  // [input, json, value, err]
+  if (!lua_isnil(L, 4)) {
+    return 0;  // rejected: fine, as long as nothing crashed
+  }
+  call(L, 2, "encode", 3);  // [..., text1, err]
+  if (!lua_isstring(L, 5)) {
+    oracle_failed(L, "a decoded value did not encode");
+  }
+  call(L, 2, "decode", 5);  // [..., value2, err]
+  if (!lua_isnil(L, 8)) {
+    oracle_failed(L, "encoded text did not decode");
+  }
+  call(L, 2, "encode", 7);  // [..., text2, err]
+  if (!lua_isstring(L, 9) || lua_compare(L, 5, 9, LUA_OPEQ) != 1) {
+    oracle_failed(L, "encoding is not stable");
+  }
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    return 0;
+  }
+  lua_pushcfunction(L, run);
+  lua_pushlstring(L, (const char *)data, size);
+  lua_pcall(L, 1, 0, 0);  // a raise (out of memory, stack) is an answer, not a crash
+  lua_close(L);
+  return 0;
+}
