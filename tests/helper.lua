@@ -63,11 +63,15 @@ function M.run(args, opts)
       names[#names + 1] = k
     end
     table.sort(names)
+    -- env(1) takes every -u option before the first NAME=VALUE assignment
+    for _, k in ipairs(names) do
+      if opts.env[k] == false then
+        parts[#parts + 1] = '-u ' .. M.shquote(k)
+      end
+    end
     for _, k in ipairs(names) do
       local v = opts.env[k]
-      if v == false then
-        parts[#parts + 1] = '-u ' .. M.shquote(k)
-      else
+      if v ~= false then
         parts[#parts + 1] = M.shquote(k .. '=' .. v)
       end
     end

@@ -1,0 +1,243 @@
+-- tp.models: the model catalog (Llama 3.1 / 3.2, Qwen 2.5): architecture fields, exact
+-- parameter counts, and model FLOPs per token for MFU (HARDWARE.md §3 of the design notes).
+-- Shapes are the values of each model's published Hugging Face config.json, cited per row.
+local M = {}
+
+-- Every row: a decoder-only transformer with RMSNorm, SwiGLU MLP, rotary positions and grouped
+-- query attention. Qwen 2.5 adds biases on q/k/v (huggingface/transformers
+-- src/transformers/models/qwen2/modeling_qwen2.py: q_proj, k_proj, v_proj bias=True).
+local ROWS = {
+  {
+    id = 'llama3.1-8b', family = 'llama', hf_name = 'meta-llama/Llama-3.1-8B',
+    num_layers = 32, hidden_size = 4096, ffn_hidden_size = 14336,
+    num_attention_heads = 32, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
+    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    tie_embeddings = false, qkv_bias = false,
+    source = 'huggingface.co/meta-llama/Llama-3.1-8B config.json',
+  },
+  {
+    id = 'llama3.1-70b', family = 'llama', hf_name = 'meta-llama/Llama-3.1-70B',
+    num_layers = 80, hidden_size = 8192, ffn_hidden_size = 28672,
+    num_attention_heads = 64, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
+    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    tie_embeddings = false, qkv_bias = false,
+    source = 'huggingface.co/meta-llama/Llama-3.1-70B config.json',
+  },
+  {
+    id = 'llama3.1-405b', family = 'llama', hf_name = 'meta-llama/Llama-3.1-405B',
+    num_layers = 126, hidden_size = 16384, ffn_hidden_size = 53248,
+    num_attention_heads = 128, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
+    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    tie_embeddings = false, qkv_bias = false,
+    source = 'huggingface.co/meta-llama/Llama-3.1-405B config.json',
+  },
+  {
+    id = 'llama3.2-1b', family = 'llama', hf_name = 'meta-llama/Llama-3.2-1B',
+    num_layers = 16, hidden_size = 2048, ffn_hidden_size = 8192,
+    num_attention_heads = 32, num_kv_heads = 8, head_dim = 64, vocab_size = 128256,
+    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    tie_embeddings = true, qkv_bias = false,
+    source = 'huggingface.co/meta-llama/Llama-3.2-1B config.json',
+  },
+  {
+    id = 'llama3.2-3b', family = 'llama', hf_name = 'meta-llama/Llama-3.2-3B',
+    num_layers = 28, hidden_size = 3072, ffn_hidden_size = 8192,
+    num_attention_heads = 24, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
+    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    tie_embeddings = true, qkv_bias = false,
+    source = 'huggingface.co/meta-llama/Llama-3.2-3B config.json',
+  },
+  {
+    id = 'qwen2.5-7b', family = 'qwen', hf_name = 'Qwen/Qwen2.5-7B',
+    num_layers = 28, hidden_size = 3584, ffn_hidden_size = 18944,
+    num_attention_heads = 28, num_kv_heads = 4, head_dim = 128, vocab_size = 152064,
+    max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-6,
+    tie_embeddings = false, qkv_bias = true,
+    source = 'huggingface.co/Qwen/Qwen2.5-7B config.json',
+  },
+  {
+    id = 'qwen2.5-14b', family = 'qwen', hf_name = 'Qwen/Qwen2.5-14B',
+    num_layers = 48, hidden_size = 5120, ffn_hidden_size = 13824,
+    num_attention_heads = 40, num_kv_heads = 8, head_dim = 128, vocab_size = 152064,
+    max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-5,
+    tie_embeddings = false, qkv_bias = true,
+    source = 'huggingface.co/Qwen/Qwen2.5-14B config.json',
+  },
+  {
+    id = 'qwen2.5-32b', family = 'qwen', hf_name = 'Qwen/Qwen2.5-32B',
+    num_layers = 64, hidden_size = 5120, ffn_hidden_size = 27648,
+    num_attention_heads = 40, num_kv_heads = 8, head_dim = 128, vocab_size = 152064,
+    max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-5,
+    tie_embeddings = false, qkv_bias = true,
+    source = 'huggingface.co/Qwen/Qwen2.5-32B config.json',
+  },
+  {
+    id = 'qwen2.5-72b', family = 'qwen', hf_name = 'Qwen/Qwen2.5-72B',
+    num_layers = 80, hidden_size = 8192, ffn_hidden_size = 29568,
+    num_attention_heads = 64, num_kv_heads = 8, head_dim = 128, vocab_size = 152064,
+    max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-5,
+    tie_embeddings = false, qkv_bias = true,
+    source = 'huggingface.co/Qwen/Qwen2.5-72B config.json',
+  },
+}
+
+local BY_ID = {}
+for _, row in ipairs(ROWS) do
+  BY_ID[row.id] = row
+end
+
+--- FLOPs-per-token conventions: 'megatron' (causal attention, half the score square:
+--- NVIDIA/Megatron-LM megatron/training/training.py num_floating_point_operations), 'palm' (the
+--- full square: PaLM App. B, nanoGPT estimate_mfu, torchtitan get_num_flop_per_token) and '6n'
+--- (Kaplan et al. 2020: 6 x non-embedding parameters, no attention term; for reference).
+M.CONVENTIONS = { 'megatron', 'palm', '6n' }
+
+local function copy(row)
+  local out = {}
+  for k, v in pairs(row) do
+    out[k] = v
+  end
+  return out
+end
+
+local function resolve(model, fname)
+  if type(model) == 'string' then
+    local row = BY_ID[model]
+    if not row then
+      error(string.format("%s: unknown model '%s' (known: %s)", fname, model,
+        table.concat(M.ids(), ', ')), 3)
+    end
+    return row
+  end
+  if type(model) ~= 'table' then
+    error(string.format('%s: model id or row expected, got %s', fname, type(model)), 3)
+  end
+  for _, k in ipairs({ 'num_layers', 'hidden_size', 'ffn_hidden_size', 'num_attention_heads',
+    'num_kv_heads', 'vocab_size' }) do
+    if math.type(model[k]) ~= 'integer' or model[k] <= 0 then
+      error(string.format('%s: model field %s must be a positive integer', fname, k), 3)
+    end
+  end
+  return model
+end
+
+-- The shape terms of HARDWARE.md §3.2, all integers.
+local function shape(m)
+  local h, heads = m.hidden_size, m.num_attention_heads
+  local d = m.head_dim or h // heads
+  return {
+    L = m.num_layers, h = h, F = m.ffn_hidden_size, V = m.vocab_size,
+    dq = heads * d, dkv = m.num_kv_heads * d,
+  }
+end
+
+--- Lists the model ids in catalog order.
+---@return string[]
+function M.ids()
+  local out = {}
+  for i, row in ipairs(ROWS) do
+    out[i] = row.id
+  end
+  return out
+end
+
+--- Returns a copy of model row `id`, or nil, message, 'ENOENT'.
+---@param id string
+---@return table|nil row
+---@return string? err
+---@return string? code
+function M.get(id)
+  if type(id) ~= 'string' then
+    error(string.format('tp.models.get: string expected, got %s', type(id)), 2)
+  end
+  local row = BY_ID[id]
+  if not row then
+    return nil, string.format("models: unknown model '%s' (known: %s)", id,
+      table.concat(M.ids(), ', ')), 'ENOENT'
+  end
+  return copy(row)
+end
+
+--- Returns copies of every row, in catalog order.
+---@return table[]
+function M.list()
+  local out = {}
+  for i, row in ipairs(ROWS) do
+    out[i] = copy(row)
+  end
+  return out
+end
+
+--- Counts the parameters of a model (id or row), exactly: per layer q/k/v/o and the three
+--- SwiGLU matrices, the q/k/v biases when `qkv_bias`, two RMSNorm vectors; the final norm; the
+--- embedding table and, when untied, the LM head.
+---```lua
+---tp.models.params('llama3.1-8b')  --> 8030261248
+---```
+---@param model string|table
+---@return integer total
+---@return table parts {per_layer=, embedding=, lm_head=, non_embedding=, matmul=}
+function M.params(model)
+  local m = resolve(model, 'tp.models.params')
+  local s = shape(m)
+  local per_layer = s.h * s.dq + 2 * s.h * s.dkv + s.dq * s.h + 3 * s.h * s.F + 2 * s.h
+  if m.qkv_bias then
+    per_layer = per_layer + s.dq + 2 * s.dkv
+  end
+  local embedding = s.V * s.h
+  local lm_head = m.tie_embeddings and 0 or s.V * s.h
+  local total = s.L * per_layer + s.h + embedding + lm_head
+  return total, {
+    per_layer = per_layer,
+    embedding = embedding,
+    lm_head = lm_head,
+    non_embedding = total - embedding - lm_head,
+    -- Matmul weights incl. the LM head matmul (run even when tied): HARDWARE.md §3.2 N_mm.
+    matmul = s.L * (2 * s.h * s.dq + 2 * s.h * s.dkv + 3 * s.h * s.F) + s.h * s.V,
+  }
+end
+
+--- Training FLOPs per token (forward + backward, no recomputation) of `model` at sequence
+--- length `seq_len`: 6 * N_mm + c * L * d_q * T with c = 6 ('megatron', default) or 12
+--- ('palm'); '6n' is 6 x non-embedding parameters. Integers, exact.
+---```lua
+---tp.models.flops_per_token('llama3.1-8b', 2048)                         --> 46638563328
+---tp.models.flops_per_token('llama3.1-8b', 2048, { convention = 'palm' }) --> 48249176064
+---```
+---@param model string|table
+---@param seq_len integer
+---@param opts? {convention?: 'megatron'|'palm'|'6n'}
+---@return integer flops
+function M.flops_per_token(model, seq_len, opts)
+  local m = resolve(model, 'tp.models.flops_per_token')
+  if math.type(seq_len) ~= 'integer' or seq_len <= 0 then
+    error(string.format('tp.models.flops_per_token: seq_len must be a positive integer, got %s',
+      tostring(seq_len)), 2)
+  end
+  if opts ~= nil and type(opts) ~= 'table' then
+    error('tp.models.flops_per_token: opts must be a table', 2)
+  end
+  local convention = opts and opts.convention or 'megatron'
+  for k in pairs(opts or {}) do
+    if k ~= 'convention' then
+      error(string.format("tp.models.flops_per_token: unknown option '%s'", tostring(k)), 2)
+    end
+  end
+  local _, parts = M.params(m)
+  local s = shape(m)
+  if convention == '6n' then
+    return 6 * parts.non_embedding
+  end
+  local c
+  if convention == 'megatron' then
+    c = 6
+  elseif convention == 'palm' then
+    c = 12
+  else
+    error(string.format("tp.models.flops_per_token: unknown convention '%s' (megatron, palm, "
+      .. '6n)', tostring(convention)), 2)
+  end
+  return 6 * parts.matmul + c * s.L * s.dq * seq_len
+end
+
+return M
