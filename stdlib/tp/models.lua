@@ -3,6 +3,8 @@
 -- Shapes are the values of each model's published Hugging Face config.json, cited per row.
 local M = {}
 
+-- Llama 3.x rows carry `rope_scaling` (the "llama3" RoPE frequency scaling of their
+-- config.json: factor 8 for 3.1, 32 for 3.2), so every framework applies the same positions.
 -- Every row: a decoder-only transformer with RMSNorm, SwiGLU MLP, rotary positions and grouped
 -- query attention. Qwen 2.5 adds biases on q/k/v (huggingface/transformers
 -- src/transformers/models/qwen2/modeling_qwen2.py: q_proj, k_proj, v_proj bias=True).
@@ -12,6 +14,8 @@ local ROWS = {
     num_layers = 32, hidden_size = 4096, ffn_hidden_size = 14336,
     num_attention_heads = 32, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
     max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    rope_scaling = { type = 'llama3', factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
+                     original_max_position_embeddings = 8192 },
     tie_embeddings = false, qkv_bias = false,
     source = 'huggingface.co/meta-llama/Llama-3.1-8B config.json',
   },
@@ -20,6 +24,8 @@ local ROWS = {
     num_layers = 80, hidden_size = 8192, ffn_hidden_size = 28672,
     num_attention_heads = 64, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
     max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    rope_scaling = { type = 'llama3', factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
+                     original_max_position_embeddings = 8192 },
     tie_embeddings = false, qkv_bias = false,
     source = 'huggingface.co/meta-llama/Llama-3.1-70B config.json',
   },
@@ -28,6 +34,8 @@ local ROWS = {
     num_layers = 126, hidden_size = 16384, ffn_hidden_size = 53248,
     num_attention_heads = 128, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
     max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    rope_scaling = { type = 'llama3', factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
+                     original_max_position_embeddings = 8192 },
     tie_embeddings = false, qkv_bias = false,
     source = 'huggingface.co/meta-llama/Llama-3.1-405B config.json',
   },
@@ -36,6 +44,8 @@ local ROWS = {
     num_layers = 16, hidden_size = 2048, ffn_hidden_size = 8192,
     num_attention_heads = 32, num_kv_heads = 8, head_dim = 64, vocab_size = 128256,
     max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    rope_scaling = { type = 'llama3', factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
+                     original_max_position_embeddings = 8192 },
     tie_embeddings = true, qkv_bias = false,
     source = 'huggingface.co/meta-llama/Llama-3.2-1B config.json',
   },
@@ -44,6 +54,8 @@ local ROWS = {
     num_layers = 28, hidden_size = 3072, ffn_hidden_size = 8192,
     num_attention_heads = 24, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
     max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
+    rope_scaling = { type = 'llama3', factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
+                     original_max_position_embeddings = 8192 },
     tie_embeddings = true, qkv_bias = false,
     source = 'huggingface.co/meta-llama/Llama-3.2-3B config.json',
   },
