@@ -1,0 +1,36 @@
+-- tp._digest: SHA-256 of strings and files (FIPS 180-2 test vectors), and its failure modes.
+local h = require('helper')
+local digest = require('tp._digest')
+
+describe('tp._digest', function()
+  it('hashes strings, embedded NULs included', function()
+    assert.are.equal('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad',
+      digest.sha256('abc'))
+    assert.are.equal('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+      digest.sha256(''))
+    assert.are_not.equal(digest.sha256('a'), digest.sha256('a\0b'))
+  end)
+
+  it('streams files and returns their size', function()
+    local dir = h.tmpdir()
+    h.write(dir .. '/m', string.rep('a', 1000000))
+    local hex, size = digest.sha256_file(dir .. '/m')
+    assert.are.equal('cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0', hex)
+    assert.are.equal(1000000, size)
+  end)
+
+  it('fails with nil, err, code for missing files and directories', function()
+    local dir = h.tmpdir()
+    local ok, err, code = digest.sha256_file(dir .. '/none')
+    assert.is_nil(ok)
+    assert.are.equal('ENOENT', code)
+    assert.is_truthy(err:find(dir .. '/none: No such file or directory', 1, true))
+    ok, err, code = digest.sha256_file(dir)
+    assert.is_nil(ok)
+    assert.are.equal('EISDIR', code)
+    assert.is_truthy(err:find(dir .. ': Is a directory', 1, true))
+    assert.has_error(function()
+      digest.sha256(nil)
+    end)
+  end)
+end)
