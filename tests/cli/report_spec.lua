@@ -1,0 +1,235 @@
+-- tplua report: the command on the result fixtures and the recorded example runs; the files it
+-- writes (PNG signature and size, SVG as XML), usage errors, bad input, no gnuplot, and the
+-- HTML page rendered by headless Chromium without console errors.
+local h = require('helper')
+
+local CHROMIUM = '/usr/bin/chromium'
+local PLOTS = { 'throughput', 'step_time', 'loss', 'memory', 'mfu' }
+
+local function exists(path)
+  local f = io.open(path, 'rb')
+  if f then
+    f:close()
+    return true
+  end
+  return false
+end
+
+-- PNG (W3C PNG specification, 2nd ed., 5.2 signature, 11.2.2 IHDR): 8-byte signature, then
+-- the IHDR chunk: 4-byte length, 'IHDR', width and height as 4-byte big-endian integers.
+local function png_size(path)
+  local data = assert(h.read(path), path .. ': not written')
+  assert.are.equal('\137PNG\r\n\26\n', data:sub(1, 8), path .. ': no PNG signature')
+  assert.are.equal('IHDR', data:sub(13, 16), path .. ': first chunk is not IHDR')
+  return string.unpack('>I4', data, 17), string.unpack('>I4', data, 21)
+end
+
+local function have_python()
+  return h.run({ '-c', 'import xml.etree.ElementTree' }, { bin = 'python3' }).code == 0
+end
+
+-- Parses each file as XML; returns nil or the first failure.
+local function xml_errors(paths)
+  local args = { '-c', 'import sys, xml.etree.ElementTree as ET\n' ..
+    'for p in sys.argv[1:]:\n' ..
+    '    r = ET.parse(p).getroot()\n' ..
+    '    assert r.tag == "{http://www.w3.org/2000/svg}svg", p + ": root is " + r.tag\n' }
+  for _, p in ipairs(paths) do
+    args[#args + 1] = p
+  end
+  local r = h.run(args, { bin = 'python3' })
+  if r.code ~= 0 then
+    return r.stderr
+  end
+  return nil
+end
+
+local function check_outputs(out)
+  for _, name in ipairs(PLOTS) do
+    local w, hh = png_size(out .. '/' .. name .. '.png')
+    assert.are.equal(900, w, name)
+    assert.are.equal(500, hh, name)
+  end
+  assert.truthy(h.read(out .. '/report.md'):find('## Verdict: ', 1, true))
+  assert.truthy(h.read(out .. '/report.html'):find('</html>', 1, true))
+  if have_python() then
+    local svgs = {}
+    for _, name in ipairs(PLOTS) do
+      svgs[#svgs + 1] = out .. '/' .. name .. '.svg'
+    end
+    assert.is_nil(xml_errors(svgs))
+  end
+end
+
+-- Runs headless Chromium on `url` with `extra` arguments; returns {code, stdout, stderr}.
+local function chromium(extra, url)
+  local args = { '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic',
+    '--no-first-run', '--disable-background-networking', '--disable-component-update',
+    '--disable-sync', '--user-data-dir=' .. h.tmpdir(), '--enable-logging=stderr', '--v=0' }
+  for _, a in ipairs(extra) do
+    args[#args + 1] = a
+  end
+  args[#args + 1] = url
+  return h.run(args, { bin = CHROMIUM })
+end
+
+-- Console messages (console.*, uncaught exceptions, failed loads) in Chromium's log.
+local function console_lines(stderr)
+  local out = {}
+  for line in stderr:gmatch('[^\n]+') do
+    if line:find('CONSOLE', 1, true) or line:find('Uncaught', 1, true) then
+      out[#out + 1] = line
+    end
+  end
+  return out
+end
+
+describe('tplua report', function()
+  it('prints its usage with --help', function()
+    local r = h.run({ 'report', '--help' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('usage: tplua report DIR... --out DIR', 1, true))
+  end)
+
+  it('is listed among the commands', function()
+    local r = h.run({ 'help' })
+    assert.truthy((r.stdout .. r.stderr):find('report', 1, true))
+  end)
+
+  it('rejects bad usage with status 2', function()
+    local r = h.run({ 'report', '--out', h.tmpdir() })
+    assert.are.equal(2, r.code)
+    assert.truthy(r.stderr:find('tplua report: no result directory given', 1, true), r.stderr)
+    r = h.run({ 'report', h.fixture('results/fair') })
+    assert.are.equal(2, r.code)
+    assert.truthy(r.stderr:find('tplua report: --out DIR is required', 1, true), r.stderr)
+    r = h.run({ 'report', h.fixture('results/fair'), '--out', h.tmpdir(), '--colour' })
+    assert.are.equal(2, r.code)
+    assert.truthy(r.stderr:find("unknown option '--colour'", 1, true), r.stderr)
+    r = h.run({ 'report', h.fixture('results/fair'), '--out', h.tmpdir(), '--methodology',
+      'nonesuch' })
+    assert.are.equal(2, r.code)
+    assert.truthy(r.stderr:find('nonesuch', 1, true), r.stderr)
+    r = h.run({ 'report', h.fixture('results/fair'), '--out', h.tmpdir(), '--hardware', 'amd' })
+    assert.are.equal(2, r.code)
+    assert.truthy(r.stderr:find("--hardware 'amd': GROUP=ID expected", 1, true), r.stderr)
+    r = h.run({ 'report', h.fixture('results/fair'), '--out', h.tmpdir(), '--hardware',
+      'amd=tpu9' })
+    assert.are.equal(2, r.code)
+    assert.truthy(r.stderr:find("no catalog row 'tpu9'", 1, true), r.stderr)
+  end)
+
+  it('fails with status 1 on a missing directory and on one with no readable run', function()
+    local out = h.tmpdir()
+    local r = h.run({ 'report', out .. '/nowhere', '--out', out .. '/rep' })
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stderr:find('nowhere', 1, true), r.stderr)
+    assert.is_false(exists(out .. '/rep/report.md'))
+    local only_bad = h.tmpdir()
+    h.write(only_bad .. '/a.json', h.read(h.fixture('results/bad/truncated.json')))
+    r = h.run({ 'report', only_bad, '--out', out .. '/rep' })
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stderr:find('a.json:24:5: unterminated string', 1, true), r.stderr)
+    assert.truthy(r.stderr:find('no runs to report on', 1, true), r.stderr)
+    assert.is_false(exists(out .. '/rep/report.md'))
+  end)
+
+  it('writes every file for the fair fixtures', function()
+    local out = h.tmpdir() .. '/fair'
+    local r = h.run({ 'report', h.fixture('results/fair'), '--out', out })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('', r.stderr)
+    assert.truthy(r.stdout:find('^Fair comparison%.'))
+    assert.truthy(r.stdout:find('amd / nvd = 1.146x tokens/s/GPU (95% CI 1.143-1.149)', 1, true),
+      r.stdout)
+    check_outputs(out)
+  end)
+
+  for _, name in ipairs({ 'unfair', 'mock', 'random', 'truncated', 'mismatch', 'tprimat' }) do
+    it('writes every file for the ' .. name .. ' fixtures and calls them unfair', function()
+      local out = h.tmpdir() .. '/' .. name
+      local r = h.run({ 'report', h.fixture('results/' .. name), '--out', out })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.truthy(r.stdout:find('^Not a fair comparison%.'), r.stdout)
+      for _, f in ipairs({ 'report.md', 'report.html', 'throughput.png', 'loss.svg' }) do
+        assert.is_true(exists(out .. '/' .. f), f)
+      end
+    end)
+  end
+
+  it('writes every file for the recorded example runs', function()
+    local dir = h.source_dir .. '/examples/runs'
+    if not exists(dir .. '/llama3.1-8b-identical/README.md') then
+      pending('examples/runs has no recorded runs yet')
+      return
+    end
+    local out = h.tmpdir() .. '/examples'
+    -- The recorded runs name no GPU (no probe ran): the catalog rows are given for MFU.
+    local r = h.run({ 'report', dir, '--out', out, '--hardware', 'amd=mi300x', '--hardware',
+      'nvd=h100-sxm' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('^Fair comparison%.'), r.stdout)
+    check_outputs(out)
+    local md = h.read(out .. '/report.md')
+    assert.truthy(md:find('| Peak divisor (amd) | mi300x bf16 ', 1, true))
+  end)
+
+  it('names the unreadable files and reports on the rest', function()
+    local out = h.tmpdir()
+    local r = h.run({ 'report', h.fixture('results/bad'), '--out', out, '--no-plots' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stderr:find('garbage.json:1:1: invalid UTF-8 (byte 0xEC) (left out)', 1,
+      true), r.stderr)
+    assert.truthy(r.stdout:find('^Nothing to compare%.'), r.stdout)
+    local md = h.read(out .. '/report.md')
+    assert.truthy(md:find('empty.json: empty file (left out)', 1, true))
+  end)
+
+  it('splits by another key with --by and --baseline', function()
+    local out = h.tmpdir()
+    local r = h.run({ 'report', h.fixture('results/fair'), '--out', out, '--by', 'framework',
+      '--baseline', 'primus', '--no-plots', '--title', 'Frameworks' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('megatron / primus = 0.873x', 1, true), r.stdout)
+    assert.truthy(h.read(out .. '/report.html'):find('<title>Frameworks</title>', 1, true))
+  end)
+
+  it('writes the report without plots when gnuplot is missing', function()
+    local out = h.tmpdir()
+    local r = h.run({ 'report', h.fixture('results/fair'), '--out', out },
+      { env = { PATH = '/nonexistent' } })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stderr:find('tplua report: warning: gnuplot: ', 1, true), r.stderr)
+    assert.truthy(r.stderr:find('plots left out', 1, true), r.stderr)
+    assert.truthy(h.read(out .. '/report.md'):find('Not drawn: gnuplot: ', 1, true))
+    assert.is_false(exists(out .. '/loss.png'))
+  end)
+
+  it('renders in headless Chromium without console errors', function()
+    if not exists(CHROMIUM) then
+      pending('chromium is not installed: cannot render the HTML')
+      return
+    end
+    local out = h.tmpdir() .. '/html'
+    local r = h.run({ 'report', h.fixture('results/unfair'), '--out', out })
+    assert.are.equal(0, r.code, r.stderr)
+    local url = 'file://' .. out .. '/report.html'
+    -- The check itself: a page with a script error must show up in the log.
+    local bad = h.tmpdir() .. '/bad.html'
+    h.write(bad, '<!DOCTYPE html><title>t</title><script>missing_fn()</script>')
+    local control = chromium({ '--dump-dom' }, 'file://' .. bad)
+    assert.is_true(#console_lines(control.stderr) > 0, 'console errors are not detected')
+
+    local shot = out .. '/screenshot.png'
+    local s = chromium({ '--screenshot=' .. shot, '--window-size=1280,2000' }, url)
+    assert.are.same({}, console_lines(s.stderr))
+    local w, hh = png_size(shot)
+    assert.are.equal(1280, w)
+    assert.are.equal(2000, hh)
+    local d = chromium({ '--dump-dom' }, url)
+    assert.are.same({}, console_lines(d.stderr))
+    assert.truthy(d.stdout:find('Not a fair comparison', 1, true))
+    local _, nsvg = d.stdout:gsub('<svg ', '')
+    assert.are.equal(#PLOTS, nsvg)
+  end)
+end)
