@@ -1700,6 +1700,9 @@ function M.load(path)
     end
     return nil, msg, 'EINVAL'
   end
+  if require('tp.campaign').is_campaign(result) then
+    return result  -- a campaign file: tplua run executes it as is
+  end
   if M.is_experiment(result) then
     if result.source == nil then
       result.source = path

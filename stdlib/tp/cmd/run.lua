@@ -6,6 +6,7 @@ M.summary = "run a recipe's runs for this machine's platform (no analysis)"
 
 M.usage = [[
 usage: tplua run RECIPE.lua [flags]
+       tplua run CAMPAIGN.lua [--results DIR] [--retry-failed] [--quiet] [--concurrency N]
 
 Loads RECIPE.lua, plans it, finds this machine's platform with the GPU probe (nvd on NVIDIA,
 amd on AMD) and runs that platform's runs through tp.campaign, writing results under the
@@ -18,10 +19,38 @@ and its own.
 
   -h, --help  show this help
 
+A file returning tp.campaign{...} (docs/campaign.md) is executed as it is: finished runs are
+skipped, interrupted ones rerun, failed ones rerun with --retry-failed.
+
 exit status: 0 when the runs were started and finished, 1 when the plan has errors, the recipe
 cannot be loaded, this machine has no GPU of a planned platform, or runs cannot be started;
 2 on a usage error.
 ]]
+
+-- A file returning tp.campaign{...}: executed with --results DIR, --retry-failed, --quiet,
+-- --concurrency N (docs/campaign.md); exits 0, 1 when a run failed, 130/143 when interrupted.
+local function run_campaign(c, args)
+  local cli = require('tp.cli')
+  local opts, rest = cli.parse(args, { results = 'string', retry_failed = 'boolean',
+    quiet = 'boolean', concurrency = 'integer', help = 'boolean' })
+  if not opts then
+    return cli.usage_error('run', rest, M.usage)
+  end
+  if opts.help then
+    io.stdout:write(M.usage)
+    return 0
+  end
+  if #rest > 0 then
+    return cli.usage_error('run', 'unexpected argument: ' .. rest[1], M.usage)
+  end
+  local summary, err = c:execute({ results = opts.results, retry_failed = opts.retry_failed,
+    quiet = opts.quiet, concurrency = opts.concurrency })
+  if not summary then
+    io.stderr:write(string.format('tplua run: %s\n', err))
+    return 1
+  end
+  return summary.exit_code
+end
 
 function M.run(args)
   if #args == 0 then
@@ -42,6 +71,9 @@ function M.run(args)
     return 1
   end
   local rest = table.move(args, 2, #args, 1, {})
+  if require('tp.campaign').is_campaign(exp) then
+    return run_campaign(exp, rest)
+  end
   return exp:cli(rest, 'run', 'tplua run ' .. path)
 end
 

@@ -1,0 +1,761 @@
+-- tp.campaign: a resumable series of runs. Runs them in order (or several at once in one tp.proc
+-- loop), writes <results>/<id>.json (the run record, atomically) and <results>/<id>.log (the
+-- raw output) for each, and keeps an append-only, fsync'd journal (<results>/journal.jsonl).
+-- Executing the same campaign again resumes it: finished runs are skipped, interrupted ones run
+-- again, failed ones only when asked. An exclusive lock on <results>/.lock keeps a second tplua
+-- out of the same directory. docs/campaign.md is the guide.
+local fs = require('tp.fs')
+local json = require('tp.json')
+local proc = require('tp.proc')
+local run_mod = require('tp.run')
+local secrets = require('tp.secrets')
+local lock_mod = require('tp._lock')
+local digest = require('tp._digest')
+
+local M = {}
+
+--- The journal's file name inside the results directory.
+M.JOURNAL = 'journal.jsonl'
+--- The lock file's name inside the results directory.
+M.LOCK = '.lock'
+--- Journal format version, written in every line as `v`.
+M.JOURNAL_VERSION = 1
+--- Largest journal read (bytes); a line is ~300 bytes, so this is about a million events.
+M.JOURNAL_MAX = 256 * 1024 * 1024
+
+---@class tp.Campaign
+---@field name? string
+---@field results string
+---@field runs table[] checked runs
+local Campaign = {}
+Campaign.__index = Campaign
+Campaign.__name = 'tp.Campaign'
+
+local SPEC_TYPES = {
+  results = 'string', runs = 'table', name = 'string', abort = 'table', concurrency = 'number',
+  kill_grace = 'number', telemetry = 'boolean', telemetry_interval = 'number',
+  progress_interval = 'number', progress_every = 'number',
+}
+
+local EXEC_TYPES = {
+  results = 'string', retry_failed = 'boolean', quiet = 'boolean', concurrency = 'number',
+  abort = 'table', tty = 'boolean', progress_interval = 'number', progress_every = 'number',
+  out = 'userdata', telemetry = 'boolean', telemetry_interval = 'number', kill_grace = 'number',
+  lock_wait = 'number',
+}
+
+local function check_fields(what, t, spec, level)
+  for k, v in pairs(t) do
+    local want = spec[k]
+    if not want then
+      error(string.format("%s: unknown field '%s'", what, tostring(k)), level + 1)
+    end
+    if type(v) ~= want then
+      error(string.format('%s: %s: %s expected, got %s', what, k, want, type(v)), level + 1)
+    end
+  end
+end
+
+--- Creates a campaign. Each run is checked at once (unknown fields, types, duplicate ids raise
+--- here, naming the run). `tp.campaign{...}` is the same as `tp.campaign.new{...}`.
+---```lua
+---local c = tp.campaign {
+---  results = 'output/sweep',
+---  runs = {
+---    { id = 'gbs64', argv = { 'python3', 'train.py', '--gbs', '64' }, gbs = 64, seq_len = 2048,
+---      gpus = 8, parser = 'megatron', timeout = 3600 },
+---  },
+---}
+---local summary = c:execute({ concurrency = 1 })
+---```
+---@class tp.campaign.Spec
+---@field results string results directory
+---@field runs table[] the runs (docs/campaign.md, "The run table")
+---@field name? string experiment name written in the records
+---@field abort? table early-abort rules (tp.run.ABORT_DEFAULTS)
+---@field concurrency? integer runs at once (default 1)
+---@field kill_grace? number seconds from SIGTERM to SIGKILL (default 5)
+---@field telemetry? boolean sample GPUs when there are some (default true)
+---@field telemetry_interval? number seconds between GPU readings (default 1)
+---@field progress_interval? number plain view: seconds between progress lines (default 10)
+---@field progress_every? integer plain view: a line every this many iterations too
+
+---@param spec tp.campaign.Spec
+---@return tp.Campaign
+function M.new(spec)
+  if type(spec) ~= 'table' then
+    error('tp.campaign: table expected, got ' .. type(spec), 2)
+  end
+  check_fields('tp.campaign', spec, SPEC_TYPES, 2)
+  if type(spec.results) ~= 'string' or spec.results == '' then
+    error('tp.campaign: results: a directory path expected', 2)
+  end
+  if type(spec.runs) ~= 'table' then
+    error('tp.campaign: runs: a list of runs expected', 2)
+  end
+  local runs, seen = {}, {}
+  for i, r in ipairs(spec.runs) do
+    local ok, checked = pcall(run_mod.check, r, 1)
+    if not ok then
+      error(string.format('tp.campaign: runs[%d]: %s', i, tostring(checked)), 2)
+    end
+    if seen[checked.id] then
+      error(string.format("tp.campaign: runs[%d]: duplicate id '%s' (also runs[%d])", i,
+        checked.id, seen[checked.id]), 2)
+    end
+    seen[checked.id] = i
+    runs[i] = checked
+  end
+  if spec.abort then
+    run_mod.abort_rules(spec.abort)
+  end
+  local self = setmetatable({}, Campaign)
+  for k, v in pairs(spec) do
+    self[k] = v
+  end
+  self.runs = runs
+  return self
+end
+
+setmetatable(M, {
+  __call = function(_, spec)
+    local ok, c = pcall(M.new, spec)
+    if not ok then
+      error(c, 2)
+    end
+    return c
+  end,
+})
+
+--- Returns true when `v` is a campaign (made by tp.campaign).
+---@param v any
+---@return boolean
+function M.is_campaign(v)
+  return type(v) == 'table' and getmetatable(v) == Campaign
+end
+
+function Campaign:__tostring()
+  return string.format('tp.Campaign (%s%d runs, results %s)',
+    self.name and (self.name .. ', ') or '', #self.runs, self.results)
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Journal
+
+--- Reads a journal. A last line without its newline (a crash in the middle of a write) is
+--- ignored and reported; an undecodable complete line is skipped and reported with its line
+--- number. A missing file is an empty journal.
+---@param path string
+---@return table|nil journal {events = {...}, notes = {string...}, partial = bool,
+---  good_bytes = n, size = n}
+---@return string? err
+---@return string? code
+function M.read_journal(path)
+  if type(path) ~= 'string' then
+    error('read_journal: path: string expected, got ' .. type(path), 2)
+  end
+  local out = { events = {}, notes = {}, partial = false, good_bytes = 0, size = 0 }
+  local st = fs.stat(path)
+  if not st then
+    return out
+  end
+  if st.type ~= 'file' then
+    return nil, string.format('%s: not a regular file', path), 'EINVAL'
+  end
+  if st.size > M.JOURNAL_MAX then
+    return nil, string.format('%s: %d bytes, more than a journal can be (%d): not a journal?',
+      path, st.size, M.JOURNAL_MAX), 'ELIMIT'
+  end
+  local data, err = fs.read(path)
+  if not data then
+    return nil, tostring(err), 'EIO'
+  end
+  out.size = #data
+  local lineno, pos = 0, 1
+  while pos <= #data do
+    local nl = data:find('\n', pos, true)
+    lineno = lineno + 1
+    if not nl then
+      out.partial = true
+      out.notes[#out.notes + 1] = string.format(
+        '%s: line %d is incomplete (%d bytes without a newline, left by a crash during a ' ..
+        'write): ignored', path, lineno, #data - pos + 1)
+      break
+    end
+    local line = data:sub(pos, nl - 1)
+    out.good_bytes = nl
+    if line ~= '' then
+      local ev, derr = json.decode(line)
+      -- The decoder's position is within the line: keep only its description of the problem.
+      derr = derr and (tostring(derr):match('^<string>:%d+:%d+: (.*)$') or tostring(derr))
+      if type(ev) == 'table' and type(ev.event) == 'string' then
+        ev._line = lineno
+        out.events[#out.events + 1] = ev
+      else
+        out.notes[#out.notes + 1] = string.format('%s: line %d: not a journal event (%s): ' ..
+          'skipped', path, lineno, derr or 'no "event" field')
+      end
+    end
+    pos = nl + 1
+  end
+  return out
+end
+
+-- Writer of journal lines: stamps, scrubs and appends each event (one write + fsync each).
+local function journal_writer(path, scrubber, session)
+  return function(ev)
+    ev.v = M.JOURNAL_VERSION
+    ev.time = run_mod.iso_time()
+    ev.session = session
+    local line = assert(json.encode(scrubber:value(ev), { sort_keys = true }))
+    local ok, err = fs.append_line(path, line)
+    if not ok then
+      error(string.format('journal: %s', tostring(err)), 0)
+    end
+  end
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Resume decisions
+
+-- The journal's last end-or-start event of each run id (planned events do not count).
+local function last_events(journal)
+  local last = {}
+  for _, ev in ipairs(journal.events) do
+    if ev.id and ev.event ~= 'planned' then
+      last[ev.id] = ev
+    end
+  end
+  return last
+end
+
+-- Loads a record and says whether it is a complete record of this run with this hash.
+local function check_record(path, id, hash)
+  if not fs.exists(path) then
+    return false, 'missing'
+  end
+  local rec, err = json.load_file(path)
+  if type(rec) ~= 'table' then
+    return false, 'unreadable (' .. tostring(err) .. ')'
+  end
+  if rec.schema ~= 'tplua.run/1' or rec.run_id ~= id then
+    return false, 'not a run record of this run'
+  end
+  if rec.config_hash ~= hash then
+    return false, 'written for another configuration', rec
+  end
+  return true, nil, rec
+end
+
+local function short(h)
+  return type(h) == 'string' and h:sub(1, 12) or tostring(h)
+end
+
+--- Says, for each run, what executing the campaign now would do, from the journal and the
+--- files in the results directory: {id=, state=, action = 'run'|'skip', reason=, hash=,
+--- last = journal event or nil}. `state` is 'new', 'finished', 'failed', 'interrupted'
+--- (includes runs whose tplua died), 'changed' (config hash differs from the one that ran) or
+--- 'record_missing'.
+---@param opts? {results?: string, retry_failed?: boolean}
+---@return table[] plan
+---@return table journal as read_journal returns it
+function Campaign:status(opts)
+  opts = opts or {}
+  local results = opts.results or self.results
+  local journal, jerr = M.read_journal(fs.join(results, M.JOURNAL))
+  if not journal then
+    error(jerr, 0)
+  end
+  local last = last_events(journal)
+  local scrubber = opts._scrubber or secrets.new(self:_envs())
+  local plan = {}
+  for _, r in ipairs(self.runs) do
+    local h = run_mod.hash(r, scrubber)
+    local ev = last[r.id]
+    local p = { id = r.id, hash = h, last = ev, run = r }
+    local rec_path = fs.join(results, r.id .. '.json')
+    if ev == nil then
+      p.state, p.action = 'new', 'run'
+    elseif ev.hash ~= h and (ev.event == 'finished' or ev.event == 'failed') then
+      p.state, p.action = 'changed', 'run'
+      p.reason = string.format('its configuration changed since it %s (hash %s, now %s)',
+        ev.event, short(ev.hash), short(h))
+    elseif ev.event == 'finished' then
+      local ok, why = check_record(rec_path, r.id, h)
+      if ok then
+        p.state, p.action = 'finished', 'skip'
+      else
+        p.state, p.action = 'record_missing', 'run'
+        p.reason = string.format('the journal says finished but %s.json is %s', r.id, why)
+      end
+    elseif ev.event == 'failed' then
+      p.state = 'failed'
+      if opts.retry_failed then
+        p.action, p.reason = 'run', 'failed before (' .. tostring(ev.reason) .. '): retrying'
+      else
+        p.action = 'skip'
+        p.reason = 'failed before (' .. tostring(ev.reason) .. '); retry_failed runs it again'
+      end
+    else  -- 'started' without an end (tplua died) or 'interrupted'
+      p.state, p.action = 'interrupted', 'run'
+      -- A record of this very attempt means the run ended but its journal line was lost.
+      local ok, _, rec = check_record(rec_path, r.id, h)
+      if ok and ev.event == 'started' and rec.campaign and rec.campaign.attempt == ev.attempt then
+        p.recovered = rec.status == 'completed' and 'finished' or 'failed'
+        p.state = p.recovered
+        p.action = (p.recovered == 'failed' and opts.retry_failed) and 'run' or 'skip'
+        p.reason = string.format('its record was written but the journal line was lost: %s',
+          p.recovered)
+      elseif ev.event == 'started' then
+        p.reason = 'tplua stopped while it ran: running it again'
+      else
+        p.reason = 'interrupted (' .. tostring(ev.reason) .. '): running it again'
+      end
+    end
+    plan[#plan + 1] = p
+  end
+  return plan, journal
+end
+
+-- The env tables of every run (for the secret scrubber).
+function Campaign:_envs()
+  local envs = {}
+  for _, r in ipairs(self.runs) do
+    envs[#envs + 1] = r.env or {}
+  end
+  return envs
+end
+
+-- Renames `path` to `path.<kind>-N` with the first free N; returns the new name or nil.
+local function move_aside(path, kind)
+  if not fs.exists(path) then
+    return nil
+  end
+  local n = 1
+  while fs.exists(string.format('%s.%s-%d', path, kind, n)) do
+    n = n + 1
+  end
+  local dest = string.format('%s.%s-%d', path, kind, n)
+  local ok, err = os.rename(path, dest)
+  if not ok then
+    error(string.format('cannot keep %s as %s: %s', path, dest, tostring(err)), 0)
+  end
+  return dest
+end
+
+-- Sends a signal to a whole process group. tp.proc only signals its own children, so this uses
+-- kill(1) (procps/util-linux: `kill -s SIG -- -PGID`), by argv, no shell.
+local function signal_group(pgid, sig)
+  local r = proc.run({ 'kill', '-s', sig, '--', '-' .. tostring(pgid) }, { timeout = 10 })
+  return r and r.code == 0
+end
+
+-- Makes sure no process of a previous attempt's group is alive before its run starts again:
+-- the group recorded in the journal's started event is checked in /proc (same boot, and the
+-- leader, when alive, must have the recorded start time, so that a reused pid is left alone);
+-- what remains gets SIGTERM, then SIGKILL. Returns true, or nil and a message.
+local function ensure_group_gone(ev, grace, note)
+  local pgid = math.tointeger(ev.pgid)
+  if not pgid or pgid <= 1 then
+    return true
+  end
+  if ev.boot_id and ev.boot_id ~= run_mod.boot_id() then
+    return true  -- the machine rebooted since: nothing of it can be left
+  end
+  local members = proc.group_members(pgid)
+  if not members or #members == 0 then
+    return true
+  end
+  local leader = run_mod.proc_stat(pgid)
+  if leader and leader.pgid == pgid and ev.starttime and leader.starttime ~= ev.starttime then
+    note(string.format('%s: process group %d now belongs to another program: left alone', ev.id,
+      pgid))
+    return true
+  end
+  note(string.format('%s: %d process(es) of its previous attempt (group %d) still run: ' ..
+    'stopping them first', ev.id, #members, pgid))
+  signal_group(pgid, 'TERM')
+  if proc.wait_gone(members, grace) then
+    return true
+  end
+  signal_group(pgid, 'KILL')
+  local ok, err = proc.wait_gone(members, 10)
+  if not ok then
+    return nil, string.format('processes of its previous attempt (group %d) survive SIGKILL: %s',
+      pgid, tostring(err))
+  end
+  return true
+end
+
+-- Removes temporary files left by atomic writes that a crash interrupted (<name>.tmp.XXXXXX).
+local function remove_stale_temps(results, note)
+  local entries = fs.list(results) or {}
+  for _, e in ipairs(entries) do
+    if e.type == 'file' and e.name:match('%.tmp%.[%w]+$') then
+      os.remove(fs.join(results, e.name))
+      note(string.format('removed %s (left by an interrupted write)', e.name))
+    end
+  end
+end
+
+-- Takes the results directory's lock: at once when its holder is alive; when the holder is gone
+-- but the lock is still held (a child of it, forked without exec, has not exited yet), waits up
+-- to `wait` seconds for it to be released.
+local function take_lock(results, wait)
+  local path = fs.join(results, M.LOCK)
+  local lk, err, code = lock_mod.acquire(path, 0)
+  if lk then
+    return lk
+  end
+  if code ~= 'EBUSY' then
+    return nil, err, code
+  end
+  local pid, alive = lock_mod.holder(path)
+  if pid and alive then
+    return nil, string.format('%s: another campaign is running in this directory (tplua pid ' ..
+      '%d); wait for it to end or use another results directory', results, pid), 'EBUSY'
+  end
+  lk, err, code = lock_mod.acquire(path, wait)
+  if lk then
+    return lk
+  end
+  return nil, string.format('%s: the results directory is locked (%s); wait for the other ' ..
+    'campaign to end or use another results directory', results, tostring(err)), code
+end
+
+local function session_id()
+  local seed = table.concat({ tostring(os.time()), tostring(run_mod.clock()), tostring({}),
+    tostring(run_mod.boot_id()), tostring(math.random()) }, '|')
+  return assert(digest.sha256(seed)):sub(1, 12)
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Execution
+
+local SIGNAL_CODES = { SIGINT = 130, SIGTERM = 143 }
+
+---@class tp.campaign.ExecuteOpts
+---@field results? string results directory (default: the campaign's)
+---@field retry_failed? boolean run again the runs that failed before (default false)
+---@field quiet? boolean no live view, no summary (default false)
+---@field concurrency? integer runs at once, in one tp.proc loop (default 1)
+---@field abort? table early-abort rules (tp.run.ABORT_DEFAULTS; default the campaign's)
+---@field tty? boolean force the terminal (redraw) or plain view (default: detected)
+---@field progress_interval? number plain view: seconds between progress lines (default 10)
+---@field progress_every? integer plain view: a line every this many iterations too
+---@field out? file* where the view writes (default io.stdout)
+---@field telemetry? boolean sample GPUs when there are some (default true)
+---@field telemetry_interval? number seconds between GPU readings (default 1)
+---@field kill_grace? number seconds from SIGTERM to SIGKILL when stopping a run (default 5)
+---@field lock_wait? number seconds to wait for a lock left by a dead tplua's child (default 10)
+
+---@class tp.campaign.Summary
+---@field finished integer runs that finished in this execution
+---@field failed integer runs that failed in this execution
+---@field skipped integer runs not run (finished before, or failed before without retry_failed)
+---@field interrupted integer runs stopped by an interruption (they run again next time)
+---@field not_started integer runs not reached because of the interruption
+---@field signal? string 'SIGINT' / 'SIGTERM' when tplua was interrupted
+---@field exit_code integer 0 all good, 1 a run failed, 130/143 interrupted
+---@field runs table<string, {status: string, reason?: string}>
+---@field notes string[] what the resume found (partial journal line, changed configs, ...)
+
+--- Executes the campaign: resumes from the journal, runs what is left, writes records, journal
+--- and logs. Returns the summary, or nil, err, code when it cannot start (results directory
+--- locked by another campaign, not writable).
+---```lua
+---local s = assert(c:execute({ results = 'output/sweep', concurrency = 2 }))
+---if s.signal then os.exit(s.exit_code) end
+---```
+---@param opts? tp.campaign.ExecuteOpts
+---@return tp.campaign.Summary|nil summary
+---@return string? err
+---@return string? code
+function Campaign:execute(opts)
+  if not M.is_campaign(self) then
+    error('execute: call it as campaign:execute(opts)', 2)
+  end
+  opts = opts or {}
+  if type(opts) ~= 'table' then
+    error('execute: options table expected, got ' .. type(opts), 2)
+  end
+  check_fields('execute', opts, EXEC_TYPES, 2)
+  local concurrency = math.tointeger(opts.concurrency or self.concurrency or 1)
+  if not concurrency or concurrency < 1 then
+    error('execute: concurrency: a whole number >= 1 expected', 2)
+  end
+  local results = opts.results or self.results
+  local st = {
+    opts = opts,
+    concurrency = concurrency,
+    abort = run_mod.abort_rules(opts.abort or self.abort),
+    results = results,
+    notes = {},
+    queue = {},
+    active = {},
+    summary = { finished = 0, failed = 0, skipped = 0, interrupted = 0, not_started = 0,
+      runs = {}, results = results },
+  }
+  st.summary.notes = st.notes
+  st.record = function(o)
+    local summary = st.summary
+    if o and not summary.runs[o.id] then
+      summary.runs[o.id] = { status = o.status, reason = o.reason, stopped_by = o.stopped_by }
+      summary[o.status] = (summary[o.status] or 0) + 1
+    end
+  end
+
+  local ok, err, code = fs.mkdir_p(results)
+  if not ok then
+    return nil, err, code
+  end
+  local lk
+  lk, err, code = take_lock(results, opts.lock_wait or 10)
+  if not lk then
+    return nil, err, code
+  end
+  -- A journal that cannot be read is a reason not to start (nothing would be resumable).
+  local jok, jerr, jcode = M.read_journal(fs.join(results, M.JOURNAL))
+  if not jok then
+    lk:close()
+    return nil, jerr, jcode
+  end
+  st.scrubber = secrets.new(self:_envs())
+  if opts.quiet ~= true then
+    st.view = require('tp.live').new({ out = opts.out, tty = opts.tty,
+      interval = opts.progress_interval or self.progress_interval,
+      every = opts.progress_every or self.progress_every,
+      scrub = function(text)
+        return (st.scrubber:string(text))
+      end })
+  end
+  st.loop = proc.loop()
+
+  -- Everything from here runs protected: SIGINT outside the process loop arrives as an
+  -- "interrupted" error from the host, and any error must still stop the runs and journal them.
+  local main_ok, main_err = pcall(self._run_locked, self, st)
+  if not main_ok then
+    local hok, host = pcall(require, 'tp._host')
+    local by_sigint = hok and host.interrupted()
+    st.interrupted_by = st.interrupted_by or (by_sigint and 'SIGINT') or 'error'
+    local why = st.interrupted_by == 'error' and ('error: ' .. tostring(main_err))
+      or st.interrupted_by
+    for _, a in ipairs(st.active) do
+      a:interrupt(why)
+    end
+    -- The exits are delivered to the same on_exit (which records them) when it was set up.
+    while st.loop:active() > 0 do
+      st.loop:run()
+    end
+    for _, a in ipairs(st.active) do
+      if a:done() then
+        st.record(a:finalize())
+      end
+    end
+    st.active = {}
+    if not by_sigint then
+      st.loop:close()
+      if st.view then
+        st.view:close()
+      end
+      lk:close()
+      error(main_err, 0)
+    end
+  end
+  st.loop:close()
+  local summary = st.summary
+  summary.not_started = #st.queue
+  summary.signal = st.interrupted_by
+  if st.interrupted_by then
+    summary.exit_code = SIGNAL_CODES[st.interrupted_by] or 130
+  else
+    summary.exit_code = summary.failed > 0 and 1 or 0
+  end
+  if st.view then
+    st.view:close(M.format_summary(summary))
+  end
+  lk:close()
+  return summary
+end
+
+-- The body of execute, under the lock and protected: resume decisions, then the process loop.
+function Campaign:_run_locked(st)
+  local opts, results, summary, view = st.opts, st.results, st.summary, st.view
+  local scrubber = st.scrubber
+  local function note(text)
+    st.notes[#st.notes + 1] = text
+    if view then
+      view:note(text)
+    end
+  end
+
+  local session = session_id()
+  local journal_path = fs.join(results, M.JOURNAL)
+  local journal = journal_writer(journal_path, scrubber, session)
+
+  remove_stale_temps(results, note)
+  local plan, jr = self:status({ results = results, retry_failed = opts.retry_failed,
+    _scrubber = scrubber })
+  for _, n in ipairs(jr.notes) do
+    note(n)
+  end
+  if jr.partial then
+    -- Cut the partial last line off (atomically), so that the next append starts a fresh line.
+    local data = assert(fs.read(journal_path))
+    local wok, werr = fs.write_atomic(journal_path, data:sub(1, jr.good_bytes))
+    if not wok then
+      error('cannot repair the journal: ' .. tostring(werr), 0)
+    end
+  end
+
+  local queue = st.queue
+  for _, p in ipairs(plan) do
+    if p.recovered then
+      journal({ event = p.recovered, id = p.id, hash = p.hash, attempt = p.last.attempt,
+        recovered = true, reason = p.reason })
+      note(string.format('%s: %s', p.id, p.reason))
+    end
+    if p.action == 'skip' then
+      summary.skipped = summary.skipped + 1
+      summary.runs[p.id] = { status = 'skipped', state = p.state, reason = p.reason }
+      if p.state == 'failed' and not p.recovered then
+        note(string.format('%s: skipped: %s', p.id, p.reason))
+      end
+    else
+      queue[#queue + 1] = p
+      if p.reason and p.state ~= 'new' then
+        note(string.format('%s: %s', p.id, p.reason))
+      end
+    end
+  end
+  for _, p in ipairs(queue) do
+    journal({ event = 'planned', id = p.id, hash = p.hash })
+  end
+
+  -- The probe costs a few child processes: only when something will run.
+  local gpus = #queue > 0 and run_mod.probe_gpus({
+    telemetry = opts.telemetry ~= false and self.telemetry ~= false }) or { devices = {} }
+  local ctx_base = {
+    results = results, scrubber = scrubber, abort = st.abort, gpus = gpus, view = view,
+    kill_grace = opts.kill_grace or self.kill_grace, journal = journal,
+    telemetry_interval = opts.telemetry_interval or self.telemetry_interval,
+    experiment = self.name,
+  }
+  local grace = opts.kill_grace or self.kill_grace or proc.DEFAULT_KILL_GRACE
+
+  -- Moves what a previous attempt left aside and makes sure none of its processes remain.
+  local function prepare(p)
+    local rec_path = fs.join(results, p.id .. '.json')
+    local log_path = fs.join(results, p.id .. '.log')
+    local kind = ({ changed = 'superseded', failed = 'failed', interrupted = 'interrupted',
+      record_missing = 'previous', new = 'unjournaled' })[p.state] or 'previous'
+    if p.last and p.last.event == 'started' then
+      local gone, gerr = ensure_group_gone(p.last, grace, note)
+      if not gone then
+        return nil, gerr
+      end
+    end
+    local moved_rec = move_aside(rec_path, p.state == 'interrupted' and 'stale' or kind)
+    local moved_log = move_aside(log_path, kind)
+    if moved_rec then
+      note(string.format('%s: kept the previous record as %s', p.id, fs.basename(moved_rec)))
+    end
+    if moved_log and p.state ~= 'interrupted' then
+      note(string.format('%s: kept the previous log as %s', p.id, fs.basename(moved_log)))
+    end
+    return true
+  end
+
+  local loop, active = st.loop, st.active
+  local attempt_no = 0
+  local fill
+  -- A run's exit, delivered inside the loop: record it, then start the next one. Everything runs
+  -- inside loop:run(), whose signal handlers stay installed throughout, so a SIGINT that arrives
+  -- while a callback runs is still seen and forwarded.
+  local function on_exit(a)
+    local sig = a.result and a.result.interrupted
+    if sig and not st.interrupted_by then
+      st.interrupted_by = sig
+      for _, b in ipairs(active) do
+        if b ~= a then
+          b:interrupt(sig)
+        end
+      end
+    end
+    st.record(a:finalize())
+    for i, b in ipairs(active) do
+      if b == a then
+        table.remove(active, i)
+        break
+      end
+    end
+    fill()
+  end
+  ctx_base.on_exit = on_exit
+  fill = function()
+    while not st.interrupted_by and #active < st.concurrency and #queue > 0 do
+      local p = table.remove(queue, 1)
+      local pok, perr = prepare(p)
+      if not pok then
+        journal({ event = 'failed', id = p.id, hash = p.hash, reason = perr })
+        st.record({ id = p.id, status = 'failed', reason = perr })
+        if view then
+          view:finished(p.id, { status = 'failed', reason = perr })
+        end
+      else
+        attempt_no = attempt_no + 1
+        local ctx = setmetatable({ hash = p.hash,
+          attempt = string.format('%s-%d', session, attempt_no) }, { __index = ctx_base })
+        local a = run_mod.start(loop, p.run, ctx)
+        a.concurrent = st.concurrency
+        if a:done() then
+          st.record(a:finalize())  -- it could not start: no exit will be delivered
+        else
+          active[#active + 1] = a
+        end
+      end
+    end
+  end
+  loop:timer(0.2, function()
+    local now = run_mod.clock()
+    for _, a in ipairs(active) do
+      a:tick(now)
+    end
+    if view then
+      view:tick()
+    end
+  end)
+  fill()
+  while #active > 0 do
+    local res = assert(loop:run())
+    if res.interrupted and not st.interrupted_by then
+      st.interrupted_by = res.interrupted
+    end
+  end
+end
+
+--- One line describing a summary: 'campaign: 3 finished, 1 failed, 2 skipped (results: out)'.
+---@param s tp.campaign.Summary
+---@return string
+function M.format_summary(s)
+  local parts = { string.format('%d finished', s.finished), string.format('%d failed', s.failed),
+    string.format('%d skipped', s.skipped) }
+  if s.interrupted > 0 or s.signal then
+    parts[#parts + 1] = string.format('%d interrupted', s.interrupted)
+  end
+  if (s.not_started or 0) > 0 then
+    parts[#parts + 1] = string.format('%d not started', s.not_started)
+  end
+  local text = 'campaign: ' .. table.concat(parts, ', ')
+  if s.signal then
+    text = text .. string.format(' (stopped by %s; run it again to resume)', s.signal)
+  end
+  if s.results then
+    text = text .. ' (results: ' .. s.results .. ')'
+  end
+  return text
+end
+
+M.Campaign = Campaign
+
+return M
