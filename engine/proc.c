@@ -1657,7 +1657,11 @@ static int loop_step(TpProcLoop *loop, int64_t timeout_ms, const TpProcEvents *e
     reap(loop, now);
   }
   check_deadlines(loop, now);
-  return deliver(loop, ev, now);
+  int drc = deliver(loop, ev, now);
+  // A signal that arrived while callbacks ran must be forwarded now: the next run_once
+  // re-snapshots the counters when it installs the handlers and would not see it.
+  check_signals(loop, now_ns());
+  return drc;
 }
 
 static int loop_enter(TpProcLoop *loop, TpError *err) {
