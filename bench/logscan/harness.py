@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Times commands side by side, alternating, and prints min/median/max, ratios and peak RSS.
+
+Usage: harness.py RUNS NAME=COMMAND [NAME=COMMAND ...]
+
+Each COMMAND is run through /bin/sh (so `grep -c X FILE | cat` keeps its pipe) under
+`/usr/bin/time -o FILE -f %M`, its standard output sent to a pipe that is read to the end.
+Wall time comes from time.perf_counter around each run; the runs of the commands alternate
+(A B C A B C ...) so that machine noise hits them alike. Exit status must be 0.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run_once(cmd, rss_file):
+    wrapped = ["/usr/bin/time", "-o", rss_file, "-f", "%M", "/bin/sh", "-c", cmd]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.stderr.write("command failed (%d): %s\n%s" % (proc.returncode, cmd,
+                                                           err.decode(errors="replace")))
+        sys.exit(1)
+    with open(rss_file) as fh:
+        rss_kib = int(fh.read().strip().splitlines()[-1])
+    return elapsed, rss_kib, out.decode(errors="replace").strip()
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.stderr.write(__doc__)
+        return 2
+    runs = int(sys.argv[1])
+    cmds = []
+    for spec in sys.argv[2:]:
+        name, _, cmd = spec.partition("=")
+        cmds.append((name, cmd))
+    times = {name: [] for name, _ in cmds}
+    rss = {name: 0 for name, _ in cmds}
+    outputs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        rss_file = os.path.join(tmp, "rss")
+        for _ in range(runs):
+            for name, cmd in cmds:
+                t, r, out = run_once(cmd, rss_file)
+                times[name].append(t)
+                rss[name] = max(rss[name], r)
+                outputs[name] = out
+    width = max(len(n) for n, _ in cmds)
+    print("%-*s  %9s %9s %9s  %10s  output" % (width, "command", "min s", "median s", "max s",
+                                                "peak RSS"))
+    for name, _ in cmds:
+        ts = times[name]
+        print("%-*s  %9.3f %9.3f %9.3f  %7.1f MB  %s" % (
+            width, name, min(ts), statistics.median(ts), max(ts), rss[name] / 1024.0,
+            outputs[name].splitlines()[-1][:60] if outputs[name] else ""))
+    med = {name: statistics.median(times[name]) for name, _ in cmds}
+    names = [n for n, _ in cmds]
+    print("ratios of medians:")
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            print("  %s / %s = %.2f" % (a, b, med[a] / med[b]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,467 @@
+-- tp.log: stream and parse agree whatever the chunking; registered parsers; the records view
+-- and column(); failure modes (missing, unreadable, directory, empty, binary, a 100 MB line, a
+-- cut last line, NUL bytes, invalid UTF-8) and misuse.
+local h = require('helper')
+local tp = require('tp')
+
+local FIXTURES = {
+  'megatron/awsome_gpt3_abbrev_startup_skipped.log',
+  'megatron/issue673_nine_digit_train_iters.log',
+  'megatron/issue756_mixtral_memory_report.log',
+  'megatron/megatronllm33_nan_loss_missing.log',
+  'megatron/nccl743_bert_old_timers_skipped.log',
+  'nemo/awsome_k8s_nemo2_pid_prefix.log',
+  'nemo/awsome_nemo1_eks_progressbar_overwrite.log',
+  'nemo/deeplink_llama3_8b_timestamp_prefix.log',
+  'nemo/issue14850_srun_prefix_blank_lines.log',
+  'nemo/resiliency_llama3_54m_crash_restart.log',
+  'primus/dsv4_p34_iter_lines.txt',
+  'primus/dsv4_smoke_ep8_pp1_full.log',
+  'primus/issue349_torchtitan_backend_hip_oom.log',
+  'torchtitan/pr1884_llama3_8b_multirank.log',
+  'torchtitan/qwen3_14b_b200_nocolor_logfreq1.log',
+  'torchtitan/qwen3_14b_b200_oom_after_step1.log',
+}
+
+local MG = ' iteration %d/ 10 | consumed samples: 8 | elapsed time per iteration (ms): 500.0 | '
+  .. 'learning rate: 1.000000E-04 | global batch size: 8 | lm loss: 2.500000E+00 | '
+  .. 'loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | '
+  .. 'number of nan iterations:   0 |'
+
+local function mg(it)
+  return string.format(MG, it)
+end
+
+-- A canonical text for a record (every field, sorted), to compare record lists.
+local function canon(r)
+  local keys = {}
+  for k in pairs(r) do
+    keys[#keys + 1] = k
+  end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    local v = r[k]
+    if type(v) == 'table' then
+      local sub = {}
+      for kk, vv in pairs(v) do
+        sub[#sub + 1] = tostring(kk) .. '=' .. tostring(vv)
+      end
+      table.sort(sub)
+      v = '{' .. table.concat(sub, ',') .. '}'
+    elseif math.type(v) == 'float' then
+      v = string.format('%a', v)
+    end
+    parts[#parts + 1] = k .. '=' .. tostring(v)
+  end
+  return table.concat(parts, ' ')
+end
+
+local function canon_list(list)
+  local out = {}
+  for i = 1, #list do
+    out[i] = canon(list[i])
+  end
+  return out
+end
+
+local function stream_in_chunks(data, size, opts)
+  local s = tp.log.stream(opts)
+  local got = {}
+  local i = 1
+  while i <= #data do
+    for _, r in ipairs(s:feed(data:sub(i, i + size - 1))) do
+      got[#got + 1] = r
+    end
+    i = i + size
+  end
+  return s, got
+end
+
+-- Parses a fixture whole and as a string, streams it in chunks of each size, and compares.
+local function check_agreement(rel, sizes)
+  local path = h.fixture('logs/' .. rel)
+  local parsed = assert(tp.log.parse(path))
+  local want = canon_list(parsed.records)
+  local data = assert(h.read(path))
+  assert.are.same(want, canon_list(assert(tp.log.parse(data, { is_string = true })).records))
+  for _, size in ipairs(sizes) do
+    local s, got = stream_in_chunks(data, size)
+    local log = assert(s:finish())
+    assert.are.same(want, canon_list(log.records))
+    local e1 = data:find('\n', 1, true)
+    local e2 = e1 and data:find('\n', e1 + 1, true)
+    if rel:find('pr1884', 1, true) and (e1 - 1) // size < (e2 - 1) // size then
+      -- Rank 3 printed first: the stream reported its record before rank 0 appeared.
+      assert.are.equal(2, #got)
+      assert.are.equal(3, got[1].rank)
+      assert.are.same(want, canon_list({ got[2] }))
+    else
+      assert.are.same(want, canon_list(got))
+    end
+    assert.are.same(parsed.diagnostics, log.diagnostics)
+    assert.are.same(parsed.meta, log.meta)
+    assert.are.same(parsed.args, log.args)
+    assert.are.same(parsed.params, log.params)
+    assert.are.same(parsed.memory, log.memory)
+    assert.are.equal(parsed.format, log.format)
+  end
+end
+
+describe('tp.log stream and parse', function()
+  for _, rel in ipairs(FIXTURES) do
+    it('agree on ' .. rel .. ' fed in 4 KiB chunks', function()
+      check_agreement(rel, { 4096 })
+    end)
+    it('agree on ' .. rel .. ' fed in 1-, 7- and 333-byte chunks #slow', function()
+      local size = #assert(h.read(h.fixture('logs/' .. rel)))
+      check_agreement(rel, size < 20000 and { 1, 7, 333 } or { 333, 65536 })
+    end)
+  end
+
+  it('returns the unterminated last line at finish', function()
+    local s = tp.log.stream()
+    local cut = mg(2):sub(1, mg(2):find('learning', 1, true) + 5)
+    local recs = s:feed(mg(1) .. '\n' .. cut)
+    assert.are.equal(1, #recs)
+    assert.are.same({}, s:feed(''))
+    local log = s:finish()
+    assert.are.equal(2, #log.records)
+    assert.are.equal(2, log.records[2].iteration)
+    assert.is_nil(log.records[2].loss)
+    assert.is_truthy(log:diagnostic('truncated').message:find('cut', 1, true))
+    assert.are.equal(log, s:finish())  -- idempotent
+    assert.has_error(function()
+      s:feed('x')
+    end, 'attempt to feed a finished log stream')
+    s:close()
+    assert.are.equal(2, log.records[2].iteration)  -- the log keeps its data after close
+  end)
+
+  it('reports diagnostics while streaming, new kinds appended', function()
+    local s <close> = tp.log.stream()
+    s:feed(mg(1) .. '\n')
+    assert.are.same({}, s:diagnostics())
+    s:feed('RuntimeError: CUDA error: an illegal memory access was encountered\n')
+    local d = s:diagnostics()
+    assert.are.equal(1, #d)
+    assert.are.equal('gpu_fault', d[1].kind)
+    assert.are.equal(2, d[1].line)
+    s:feed('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n')
+    d = s:diagnostics()
+    assert.are.equal(2, #d)
+    assert.are.equal('oom', d[2].kind)
+  end)
+end)
+
+describe('tp.log records view', function()
+  local log = assert(tp.log.parse(h.fixture('logs/primus/dsv4_p34_iter_lines.txt')))
+
+  it('behaves as a read-only array', function()
+    assert.are.equal(10, #log.records)
+    local n = 0
+    for i, r in ipairs(log.records) do
+      n = n + 1
+      assert.are.equal(i, r.iteration)
+    end
+    assert.are.equal(10, n)
+    n = 0
+    for i, r in pairs(log.records) do
+      n = n + 1
+      assert.are.equal(i, r.iteration)
+    end
+    assert.are.equal(10, n)
+    assert.is_nil(log.records[0])
+    assert.is_nil(log.records[11])
+    assert.is_nil(log.records.x)
+    assert.are.equal(log.records[3], log.records[3])
+    assert.has_error(function()
+      log.records[11] = {}
+    end, 'log records are read-only')
+    local list = log:record_list()
+    assert.are.equal(10, #list)
+    assert.are.equal(rawlen(list), 10)
+  end)
+
+  it('gives dense columns with their iterations', function()
+    local loss, it = log:column('loss')
+    assert.are.equal(10, #loss)
+    assert.are.same({ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 }, it)
+    assert.are.equal(log.records[4].loss, loss[4])
+    local tok, tit = log:column('tokens_per_s_per_gpu')
+    assert.are.equal(8, #tok)
+    assert.are.equal(3, tit[1])
+    local ts = log:column('timestamp')
+    assert.are.equal('2026-05-14 10:22:15.174606', ts[1])
+    local rocm = log:column('rocm mem usage/free/total/usage_ratio')
+    assert.are.equal('135.56GB/152.42GB/287.98GB/47.07%', rocm[1])
+    local lm = log:column('lm loss')
+    assert.are.equal(10, #lm)
+    assert.are.same({}, (log:column('no_such_thing')))
+    assert.has_error(function()
+      log:column(3)
+    end)
+  end)
+
+  it('marks integers as integers and keeps floats exact', function()
+    local r = log.records[1]
+    assert.are.equal('integer', math.type(r.iteration))
+    assert.are.equal('integer', math.type(r.consumed_samples))
+    assert.are.equal('integer', math.type(r.line))
+    assert.are.equal('float', math.type(r.step_time_s))
+    assert.are.equal(35809.1 / 1000, r.step_time_s)
+    assert.are.equal(tonumber('1.189968E+01'), r.loss)
+  end)
+end)
+
+describe('tp.log.register', function()
+  after_each(function()
+    tp.log.unregister('toyfw')
+  end)
+
+  local function toy()
+    return {
+      name = 'toyfw',
+      version = 'toy-1',
+      detect = function(line)
+        return line:find('^TOY step=') ~= nil
+      end,
+      line = function(line, rec)
+        local step, loss, ms = line:match('^TOY step=(%d+) loss=([%d.]+) ms=([%d.]+)')
+        if not step then
+          return false
+        end
+        rec.iteration = tonumber(step)
+        rec.loss = tonumber(loss)
+        rec.step_time_s = tonumber(ms) / 1000
+        rec.losses = { main = tonumber(loss), aux = 0.5 }
+        rec.extra = { note = 'x' }
+        rec.color = 'blue'
+        return true
+      end,
+    }
+  end
+
+  local TEXT = 'starting\n\27[1m[default0]:TOY step=1 loss=2.5 ms=100\27[0m\n'
+    .. '[default0]:TOY step=2 loss=2.25 ms=90\nTOY garbage\nTraceback (most recent call last):\n'
+
+  it('detects a registered format after the built-ins and fills records from Lua', function()
+    assert.is_true(tp.log.register(toy()))
+    local f = tp.log.formats()
+    assert.are.same({ 'megatron', 'primus', 'nemo', 'torchtitan', 'toyfw' }, f)
+    local log = assert(tp.log.parse(TEXT, { is_string = true }))
+    assert.are.equal('toyfw', log.format)
+    assert.are.equal('toy-1', log.parser_version)
+    assert.are.equal(2, #log.records)
+    local r = log.records[2]
+    assert.are.equal(2, r.iteration)
+    assert.are.equal(2.25, r.loss)
+    assert.are.equal(0.09, r.step_time_s)
+    assert.are.equal(0, r.rank)
+    assert.are.equal(3, r.line)
+    assert.are.same({ main = 2.25, aux = 0.5 }, r.losses)
+    assert.are.same({ note = 'x', color = 'blue' }, r.extra)
+    assert.are.equal('crash', log.diagnostics[1].kind)  -- built-in signatures still apply
+    -- Forced format, and streaming.
+    log = assert(tp.log.parse(TEXT, { is_string = true, format = 'toyfw' }))
+    assert.are.equal(2, #log.records)
+    local s, got = stream_in_chunks(TEXT, 5)
+    assert.are.equal(2, #got)
+    assert.are.equal('toyfw', s:finish().format)
+  end)
+
+  it('leaves logs of a built-in format to the built-in parser', function()
+    tp.log.register(toy())
+    local log = assert(tp.log.parse(mg(1) .. '\nTOY step=5 loss=1 ms=1\n', { is_string = true }))
+    assert.are.equal('megatron', log.format)
+    assert.are.equal(1, #log.records)
+  end)
+
+  it('re-raises the errors of a registered parser', function()
+    local t = toy()
+    t.line = function()
+      error('toy parser broke')
+    end
+    tp.log.register(t)
+    assert.has_error(function()
+      tp.log.parse(TEXT, { is_string = true })
+    end)
+    local ok, err = pcall(tp.log.parse, TEXT, { is_string = true })
+    assert.is_false(ok)
+    assert.is_truthy(tostring(err):find('toy parser broke', 1, true))
+    t.line = function(_, rec)
+      rec.loss = 'not a number'
+      return true
+    end
+    tp.log.register(t)
+    ok, err = pcall(tp.log.parse, TEXT, { is_string = true })
+    assert.is_false(ok)
+    assert.is_truthy(tostring(err):find("field 'loss' must be a number", 1, true))
+  end)
+
+  it('validates its argument', function()
+    assert.has_error(function()
+      tp.log.register('x')
+    end)
+    assert.has_error(function()
+      tp.log.register({ name = 'megatron', detect = print, line = print })
+    end, "spec.name: 'megatron' is reserved")
+    assert.has_error(function()
+      tp.log.register({ name = 'a', detect = print })
+    end, 'spec.line: function expected, got nil')
+    assert.has_error(function()
+      tp.log.register({ name = 'a', detect = print, line = print, other = 1 })
+    end, "spec: unknown field 'other'")
+    assert.has_error(function()
+      tp.log.parse('x\n', { format = 'nosuch' })
+    end)
+    assert.is_false(tp.log.unregister('nosuch'))
+  end)
+end)
+
+describe('tp.log failure modes', function()
+  it('fails with nil, err, code for a missing path and a directory', function()
+    local dir = h.tmpdir()
+    local log, err, code = tp.log.parse(dir .. '/none.log')
+    assert.is_nil(log)
+    assert.are.equal('ENOENT', code)
+    assert.are.equal(dir .. '/none.log: No such file or directory', err)
+    log, err, code = tp.log.parse(dir)
+    assert.is_nil(log)
+    assert.are.equal('EISDIR', code)
+    assert.are.equal(dir .. ': is a directory', err)
+  end)
+
+  it('fails with EACCES for an unreadable file', function()
+    local dir = h.tmpdir()
+    local path = dir .. '/locked.log'
+    h.write(path, mg(1) .. '\n')
+    os.execute('chmod 000 ' .. h.shquote(path))
+    local f = io.open(path, 'rb')
+    if f then
+      f:close()
+      pending('running as root: chmod 000 does not prevent reading')
+      return
+    end
+    local log, err, code = tp.log.parse(path)
+    assert.is_nil(log)
+    assert.are.equal('EACCES', code)
+    assert.are.equal(path .. ': Permission denied', err)
+  end)
+
+  it('reads an empty file as a log without records', function()
+    local dir = h.tmpdir()
+    h.write(dir .. '/empty.log', '')
+    local log = assert(tp.log.parse(dir .. '/empty.log'))
+    assert.are.equal(0, #log.records)
+    assert.is_nil(log.format)
+    assert.are.equal('empty', log.diagnostics[1].kind)
+    assert.are.equal('the log is empty', log.diagnostics[1].message)
+    assert.are.same({}, log.args)
+    assert.is_nil(log.params)
+  end)
+
+  it('flags a binary file and does not crash', function()
+    local dir = h.tmpdir()
+    local bytes = {}
+    local x = 12345
+    for i = 1, 1024 do
+      x = (x * 1103515245 + 12345) % 2147483648
+      bytes[i] = x % 256
+    end
+    local block = string.char(table.unpack(bytes, 1, 200)) .. string.char(table.unpack(bytes, 201))
+    h.write(dir .. '/bin.log', string.rep(block, 300))
+    local log = assert(tp.log.parse(dir .. '/bin.log'))
+    assert.are.equal(0, #log.records)
+    local d = log:diagnostic('binary')
+    assert.are.equal('warning', d.severity)
+    assert.is_truthy(d.message:find('binary', 1, true))
+  end)
+
+  it('skips one 100 MB line with a diagnostic and keeps the records around it #slow', function()
+    local dir = h.tmpdir()
+    local path = dir .. '/long.log'
+    local f = assert(io.open(path, 'wb'))
+    f:write(mg(1), '\n')
+    local block = string.rep('x', 1024 * 1024)
+    for _ = 1, 100 do
+      f:write(block)
+    end
+    f:write(mg(2), '\n', mg(3), '\n')
+    f:close()
+    local log = assert(tp.log.parse(path))
+    assert.are.equal(2, #log.records)
+    assert.are.equal(1, log.records[1].iteration)
+    assert.are.equal(3, log.records[2].iteration)
+    assert.are.equal(3, log.records[2].line)
+    local d = log:diagnostic('long_line')
+    assert.are.equal(2, d.line)
+    assert.are.equal(string.format('line longer than %d bytes skipped (%d bytes)', tp.log.max_line,
+      100 * 1024 * 1024 + #mg(2)), d.message)
+  end)
+
+  it('keeps a log cut mid-line, with the partial record', function()
+    local text = mg(1) .. '\n' .. mg(2):sub(1, mg(2):find('learning', 1, true) + 5)
+    local log = assert(tp.log.parse(text, { is_string = true }))
+    assert.are.equal(2, #log.records)
+    assert.are.equal(0.5, log.records[2].step_time_s)
+    assert.is_nil(log.records[2].lr)
+    assert.are.equal('the log stops mid-run: the last line is cut (line 2)',
+      log:diagnostic('truncated').message)
+  end)
+
+  it('reads through NUL bytes and invalid UTF-8', function()
+    local text = 'junk\0\0\0junk\n' .. mg(1) .. '\n\255\254' .. mg(2) .. '\n'
+      .. ' iteration 3/ 10 | elapsed time per iteration (ms): 1.0 | odd: caf\233 |\n'
+    local log = assert(tp.log.parse(text, { is_string = true }))
+    assert.are.equal(3, #log.records)
+    assert.are.equal(2, log.records[2].iteration)
+    assert.are.equal('caf\u{FFFD}', log.records[3].extra.odd)
+    assert.is_truthy(utf8.len(log.records[3].extra.odd))
+    assert.are.equal(1, log:diagnostic('binary').line)
+  end)
+
+  it('says when nothing was recognised', function()
+    local log = assert(tp.log.parse('hello\nworld\n', { is_string = true }))
+    assert.is_nil(log.format)
+    assert.are.equal('no iteration records found in 2 lines', log.diagnostics[1].message)
+  end)
+
+  it('raises on misuse', function()
+    assert.has_error(function()
+      tp.log.parse(nil)
+    end, 'src: string expected, got nil')
+    assert.has_error(function()
+      tp.log.parse('x', { colour = true })
+    end, "opts: unknown option 'colour'")
+    assert.has_error(function()
+      tp.log.parse('x', { rank = -1 })
+    end, 'opts.rank: non-negative integer expected')
+    assert.has_error(function()
+      tp.log.parse('x', { gbs = 0 })
+    end, 'opts.gbs: positive number expected')
+    assert.has_error(function()
+      tp.log.stream({ is_string = true })
+    end, "opts: unknown option 'is_string'")
+    assert.has_error(function()
+      tp.log.stream():feed(42)
+    end, 'bytes: string expected, got number')
+    local C = require('tp._log')
+    local sc = C.new()
+    sc:close()
+    sc:close()
+    assert.has_error(function()
+      sc:feed('x')
+    end, 'attempt to use a closed log scanner')
+    assert.are.equal('tp.log.Scanner (closed)', tostring(sc))
+  end)
+
+  it('uses the given rank and derivation options', function()
+    local path = h.fixture('logs/primus/issue349_torchtitan_backend_hip_oom.log')
+    local log = assert(tp.log.parse(path, { gbs = 8, seq_len = 8192, gpus = 8 }))
+    assert.are.equal(8 * 8192 / (531 * 8), log.records[1].step_time_s)
+    assert.is_true(log.records[1].step_time_derived)
+    log = assert(tp.log.parse(path, { rank = 0 }))
+    assert.are.equal(0, #log.records)
+  end)
+end)
