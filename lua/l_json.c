@@ -19,9 +19,6 @@
 
 // Registry field holding the null sentinel, and the names of its metatable and of the metatable
 // that marks a table as an array. tp._yaml uses the same names, so both share one sentinel.
-#define NULL_FIELD "tp.json.null.value"
-#define NULL_MT    "tp.json.null"
-#define ARRAY_MT   "tp.json.array"
 #define TREE_MT    "tp.json.tree"
 #define ENCODER_MT "tp.json.encoder"
 #define FILE_MT    "tp.json.file"
@@ -35,115 +32,7 @@
 static const char null_member = 0;
 
 // ---------------------------------------------------------------------------------------------
-// Shared pieces: the null sentinel, the array marker, UTF-8, positions.
-
-static int null_tostring(lua_State *L) {
-  lua_pushliteral(L, "null");
-  return 1;
-}
-
-// Pushes the null sentinel (a zero-size userdata created once per state).
-static void push_null(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, NULL_FIELD) == LUA_TUSERDATA) {
-    return;
-  }
-  lua_pop(L, 1);
-  lua_newuserdatauv(L, 0, 0);  // [null]
-  if (luaL_newmetatable(L, NULL_MT)) {
-    lua_pushcfunction(L, null_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, "null");
-    lua_setfield(L, -2, "__metatable");  // getmetatable(null) == 'null'; nobody can change it
-  }
-  lua_setmetatable(L, -2);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, NULL_FIELD);
-}
-
-// Pushes the metatable that marks a table as an array (also set on every decoded array).
-static void push_array_mt(lua_State *L) {
-  luaL_newmetatable(L, ARRAY_MT);
-}
-
-// Length of the well-formed UTF-8 sequence at p (RFC 3629 §4 table: no overlongs, no
-// surrogates, nothing above U+10FFFF), or 0.
-static size_t utf8_len(const unsigned char *p, size_t n) {
-  unsigned c = p[0];
-  if (c < 0x80) {
-    return 1;
-  }
-  if (c >= 0xC2 && c <= 0xDF) {
-    return (n >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
-  }
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
-      return 0;
-    }
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) {
-      return 0;
-    }
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
-      return 0;
-    }
-    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) {
-      return 0;
-    }
-    return 4;
-  }
-  return 0;
-}
-
-// 1-based line and column (in characters) of byte offset `off`.
-static void line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col) {
-  size_t ln = 1, bol = 0;
-  if (off > n) {
-    off = n;
-  }
-  for (size_t i = 0; i < off; i++) {
-    if (s[i] == '\n') {
-      ln++;
-      bol = i + 1;
-    }
-  }
-  size_t c = 1;
-  for (size_t i = bol; i < off; i++) {
-    if ((s[i] & 0xC0) != 0x80) {
-      c++;
-    }
-  }
-  *line = ln;
-  *col = c;
-}
-
-// Copies at most `max` bytes of s into out as printable text: UTF-8 characters stay, control
-// characters, backslashes and invalid bytes become \xNN.
-static void snippet(char *out, size_t cap, const char *s, size_t n, size_t max) {
-  const unsigned char *p = (const unsigned char *)s;
-  size_t o = 0, i = 0;
-  while (i < n && i < max && o + 5 < cap) {
-    unsigned c = p[i];
-    size_t k = c >= 0x80 ? utf8_len(p + i, n - i) : 1;
-    if (c >= 0x80 && k > 0 && o + k + 1 < cap) {
-      memcpy(out + o, p + i, k);
-      o += k;
-      i += k;
-    } else if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out[o++] = (char)c;
-      i++;
-    } else {
-      o += (size_t)snprintf(out + o, cap - o, "\\x%02X", c);
-      i++;
-    }
-  }
-  if (i < n && o + 4 < cap) {
-    memcpy(out + o, "...", 3);
-    o += 3;
-  }
-  out[o] = '\0';
-}
+// Small character tests (the null sentinel, array marker, UTF-8 and positions are in lutil.c).
 
 static bool is_digit(unsigned c) {
   return c >= '0' && c <= '9';
@@ -286,7 +175,7 @@ static bool scan_string(JsonDec *d, size_t *pos) {
       i++;
       continue;
     }
-    size_t k = utf8_len(s + i, n - i);
+    size_t k = tpl_utf8_len(s + i, n - i);
     if (k == 0) {
       return dec_fail(d, TP_EPARSE, i, "invalid UTF-8 (byte 0x%02X)", c);
     }
@@ -323,7 +212,7 @@ static bool dec_prescan(JsonDec *d) {
       }
       return dec_fail(d, TP_EPARSE, i, "unexpected control character U+%04X", c);
     } else if (c >= 0x80) {
-      size_t k = utf8_len(s + i, n - i);
+      size_t k = tpl_utf8_len(s + i, n - i);
       if (k == 0) {
         return dec_fail(d, TP_EPARSE, i, "invalid UTF-8 (byte 0x%02X)", c);
       }
@@ -361,7 +250,7 @@ static bool dec_fail_at(JsonDec *d, size_t off, const char *suffix) {
       e++;
     }
     char what[64];
-    snippet(what, sizeof what, (const char *)s + b, e - b, 40);
+    tpl_snippet(what, sizeof what, (const char *)s + b, e - b, 40);
     return dec_fail(d, TP_EPARSE, b, "invalid number '%s'", what);
   }
   size_t k = 1;
@@ -374,7 +263,7 @@ static bool dec_fail_at(JsonDec *d, size_t off, const char *suffix) {
     }
   }
   char what[64];
-  snippet(what, sizeof what, (const char *)s + off, k, 24);
+  tpl_snippet(what, sizeof what, (const char *)s + off, k, 24);
   return dec_fail(d, TP_EPARSE, off, "unexpected '%s'%s", what, suffix);
 }
 
@@ -471,7 +360,7 @@ static bool dec_number(JsonDec *d, const cJSON *it, size_t at, size_t end) {
   return true;
 bad : {
   char what[64];
-  snippet(what, sizeof what, (const char *)d->s + at, end - at, 40);
+  tpl_snippet(what, sizeof what, (const char *)d->s + at, end - at, 40);
   return dec_fail(d, TP_EPARSE, at, "invalid number '%s'", what);
 }
 }
@@ -517,7 +406,7 @@ static bool dec_object(JsonDec *d, const cJSON *it) {
     lua_pushvalue(L, -1);
     if (lua_rawget(L, -3) != LUA_TNIL) {
       char what[64];
-      snippet(what, sizeof what, c->string, strlen(c->string), 40);
+      tpl_snippet(what, sizeof what, c->string, strlen(c->string), 40);
       return dec_fail(d, TP_EPARSE, key_at, "duplicate key \"%s\"", what);
     }
     lua_pop(L, 1);
@@ -591,13 +480,13 @@ static int json_decode(lua_State *L) {
   luaL_argcheck(L, max_depth >= 1 && max_depth <= CJSON_NESTING_LIMIT, 2,
                 "max_depth out of range (1..1000)");
   lua_settop(L, 2);
-  push_null(L);  // [text, opts, sentinel]
+  tpl_push_null(L);  // [text, opts, sentinel]
   if (lua_isnoneornil(L, 2)) {
     lua_pushnil(L);
   } else {
     lua_getfield(L, 2, "null");
   }
-  push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
+  tpl_push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
   JsonTree *tree = lua_newuserdatauv(L, sizeof *tree, 0);
   tree->root = NULL;
   luaL_setmetatable(L, TREE_MT);  // [text, opts, sentinel, opts.null, array_mt, tree]
@@ -647,7 +536,7 @@ static int json_decode(lua_State *L) {
   if (!ok) {
     lua_settop(L, 6);
     size_t line, col;
-    line_col(d.doc, d.doc_len, d.err_off, &line, &col);
+    tpl_line_col(d.doc, d.doc_len, d.err_off, &line, &col);
     return tpl_pushfail(L, d.code == TP_ELIMIT ? "ELIMIT" : "EPARSE", "%s:%d:%d: %s", name,
                         (int)(line > INT32_MAX ? INT32_MAX : line),
                         (int)(col > INT32_MAX ? INT32_MAX : col), d.why);
@@ -719,7 +608,7 @@ static void enc_path(const JsonEnc *e, char *out, size_t cap) {
       ident = c == '_' || is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
     }
     char what[64];
-    snippet(what, sizeof what, p->key, p->key_len, 40);
+    tpl_snippet(what, sizeof what, p->key, p->key_len, 40);
     o += (size_t)snprintf(out + o, cap - o, ident ? ".%s" : "[\"%s\"]", what);
     if (o >= cap) {
       o = cap - 1;
@@ -743,7 +632,7 @@ static bool enc_string(JsonEnc *e, const char *str, size_t n) {
       continue;
     }
     if (c >= 0x80) {
-      size_t k = utf8_len(s + i, n - i);
+      size_t k = tpl_utf8_len(s + i, n - i);
       if (k == 0) {
         return enc_fail(e, "string is not valid UTF-8 (byte 0x%02X at offset %zu)", c, i);
       }
@@ -1012,8 +901,8 @@ static int json_encode(lua_State *L) {
   bool sort_keys = tpl_optfield_boolean(L, 2, "sort_keys", 0);
   bool allow_nan = tpl_optfield_boolean(L, 2, "allow_nan", 0);
   lua_settop(L, 2);
-  push_null(L);
-  push_array_mt(L);
+  tpl_push_null(L);
+  tpl_push_array_mt(L);
   lua_newtable(L);  // [value, opts, null, array_mt, seen]
   JsonEnc *e = lua_newuserdatauv(L, sizeof *e, 0);
   memset(e, 0, sizeof *e);
@@ -1149,9 +1038,9 @@ int luaopen_tp__json(lua_State *L) {
   tpl_newclass(L, ENCODER_MT, NULL, encoder_meta);
   tpl_newclass(L, FILE_MT, NULL, file_meta);
   luaL_newlib(L, json_funcs);
-  push_null(L);
+  tpl_push_null(L);
   lua_setfield(L, -2, "null");
-  push_array_mt(L);
+  tpl_push_array_mt(L);
   lua_setfield(L, -2, "array_mt");
   return 1;
 }

@@ -14,11 +14,8 @@
 #include "lutil.h"
 
 // The null sentinel and the array marker are shared with tp._json (lua/l_json.c) by these names.
-#define NULL_FIELD "tp.json.null.value"
-#define NULL_MT    "tp.json.null"
-#define ARRAY_MT   "tp.json.array"
-#define LOADER_MT  "tp.yaml.loader"
-#define DUMPER_MT  "tp.yaml.dumper"
+#define LOADER_MT "tp.yaml.loader"
+#define DUMPER_MT "tp.yaml.dumper"
 
 #define DEFAULT_MAX_DEPTH       512
 #define DEFAULT_MAX_ALIAS_NODES 1000000
@@ -37,68 +34,12 @@
 static const char null_node = 0;
 
 // ---------------------------------------------------------------------------------------------
-// Shared pieces (the same sentinel and marker as lua/l_json.c), UTF-8, positions.
-
-static int null_tostring(lua_State *L) {
-  lua_pushliteral(L, "null");
-  return 1;
-}
-
-static void push_null(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, NULL_FIELD) == LUA_TUSERDATA) {
-    return;
-  }
-  lua_pop(L, 1);
-  lua_newuserdatauv(L, 0, 0);
-  if (luaL_newmetatable(L, NULL_MT)) {
-    lua_pushcfunction(L, null_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, "null");
-    lua_setfield(L, -2, "__metatable");
-  }
-  lua_setmetatable(L, -2);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, NULL_FIELD);
-}
-
-static void push_array_mt(lua_State *L) {
-  luaL_newmetatable(L, ARRAY_MT);
-}
-
-// Length of the well-formed UTF-8 sequence at p (RFC 3629 §4), or 0.
-static size_t utf8_len(const unsigned char *p, size_t n) {
-  unsigned c = p[0];
-  if (c < 0x80) {
-    return 1;
-  }
-  if (c >= 0xC2 && c <= 0xDF) {
-    return (n >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
-  }
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
-      return 0;
-    }
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) {
-      return 0;
-    }
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
-      return 0;
-    }
-    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) {
-      return 0;
-    }
-    return 4;
-  }
-  return 0;
-}
+// Text helpers (the null sentinel, array marker, UTF-8 and positions are in lutil.c).
 
 static bool utf8_valid(const char *s, size_t n, size_t *bad) {
   const unsigned char *p = (const unsigned char *)s;
   for (size_t i = 0; i < n;) {
-    size_t k = utf8_len(p + i, n - i);
+    size_t k = tpl_utf8_len(p + i, n - i);
     if (k == 0) {
       *bad = i;
       return false;
@@ -106,56 +47,6 @@ static bool utf8_valid(const char *s, size_t n, size_t *bad) {
     i += k;
   }
   return true;
-}
-
-// 1-based line and column of byte offset `off`, the column in characters as libyaml counts
-// them in its marks (src/scanner.c SKIP: mark.column++ per character).
-static void line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col) {
-  size_t ln = 1, bol = 0;
-  if (off > n) {
-    off = n;
-  }
-  for (size_t i = 0; i < off; i++) {
-    if (s[i] == '\n') {
-      ln++;
-      bol = i + 1;
-    }
-  }
-  size_t c = 1;
-  for (size_t i = bol; i < off; i++) {
-    if ((s[i] & 0xC0) != 0x80) {
-      c++;
-    }
-  }
-  *line = ln;
-  *col = c;
-}
-
-// Copies at most `max` bytes of s into out as printable text: UTF-8 characters stay, control
-// characters, backslashes and invalid bytes become \xNN.
-static void snippet(char *out, size_t cap, const char *s, size_t n, size_t max) {
-  const unsigned char *p = (const unsigned char *)s;
-  size_t o = 0, i = 0;
-  while (i < n && i < max && o + 5 < cap) {
-    unsigned c = p[i];
-    size_t k = c >= 0x80 ? utf8_len(p + i, n - i) : 1;
-    if (c >= 0x80 && k > 0 && o + k + 1 < cap) {
-      memcpy(out + o, p + i, k);
-      o += k;
-      i += k;
-    } else if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out[o++] = (char)c;
-      i++;
-    } else {
-      o += (size_t)snprintf(out + o, cap - o, "\\x%02X", c);
-      i++;
-    }
-  }
-  if (i < n && o + 4 < cap) {
-    memcpy(out + o, "...", 3);
-    o += 3;
-  }
-  out[o] = '\0';
 }
 
 static bool is_digit(unsigned c) {
@@ -443,11 +334,11 @@ static bool ld_scalar(Loader *ld) {
                 (strcmp(tag, TAG_INT) == 0 && (k == SK_INT || k == SK_RANGE)) ||
                 (strcmp(tag, TAG_FLOAT) == 0 && (k == SK_FLOAT || k == SK_INT));
     char what[64];
-    snippet(what, sizeof what, v, n, 40);
+    tpl_snippet(what, sizeof what, v, n, 40);
     if (strcmp(tag, TAG_NULL) != 0 && strcmp(tag, TAG_BOOL) != 0 && strcmp(tag, TAG_INT) != 0 &&
         strcmp(tag, TAG_FLOAT) != 0) {
       char t[64];
-      snippet(t, sizeof t, tag, strlen(tag), 40);
+      tpl_snippet(t, sizeof t, tag, strlen(tag), 40);
       return ld_fail(ld, TP_EPARSE, ev->start_mark, "unsupported tag '%s'", t);
     }
     if (!fits) {
@@ -477,7 +368,7 @@ static bool ld_scalar(Loader *ld) {
       return true;
     case SK_RANGE: {
       char what[64];
-      snippet(what, sizeof what, v, n, 40);
+      tpl_snippet(what, sizeof what, v, n, 40);
       return ld_fail(ld, TP_EPARSE, ev->start_mark, "integer '%s' does not fit in 64 bits", what);
     }
   }
@@ -506,7 +397,7 @@ static bool ld_alias(Loader *ld, uint64_t *size) {
   const yaml_event_t *ev = &ld->box->event;
   const char *name = (const char *)ev->data.alias.anchor;
   char what[64];
-  snippet(what, sizeof what, name, strlen(name), 40);
+  tpl_snippet(what, sizeof what, name, strlen(name), 40);
   if (lua_getfield(L, ld->sizes, name) == LUA_TNIL) {
     lua_pop(L, 1);
     return ld_fail(ld, TP_EPARSE, ev->start_mark, "undefined alias *%s", what);
@@ -558,7 +449,7 @@ static bool ld_check_tag(Loader *ld, const yaml_char_t *tag, const char *want) {
     return true;
   }
   char t[64];
-  snippet(t, sizeof t, (const char *)tag, strlen((const char *)tag), 40);
+  tpl_snippet(t, sizeof t, (const char *)tag, strlen((const char *)tag), 40);
   return ld_fail(ld, TP_EPARSE, ld->box->event.start_mark, "unsupported tag '%s'", t);
 }
 
@@ -715,7 +606,7 @@ static bool ld_mapping(Loader *ld, int depth, uint64_t *size) {
       if (lua_type(L, -2) == LUA_TSTRING) {
         size_t kl;
         const char *ks = lua_tolstring(L, -2, &kl);
-        snippet(what, sizeof what, ks, kl, 40);
+        tpl_snippet(what, sizeof what, ks, kl, 40);
       } else {
         snprintf(what, sizeof what, "%lld", (long long)lua_tointeger(L, -2));
       }
@@ -827,7 +718,7 @@ static bool ld_precheck(Loader *ld) {
 static int ld_push_failure(lua_State *L, const Loader *ld, const char *name) {
   size_t line, col;
   if (ld->at_offset) {
-    line_col(ld->src, ld->len, ld->offset, &line, &col);
+    tpl_line_col(ld->src, ld->len, ld->offset, &line, &col);
   } else {
     line = ld->mark.line + 1;
     col = ld->mark.column + 1;
@@ -848,13 +739,13 @@ static int yaml_load_impl(lua_State *L, bool all) {
   lua_Integer max_alias = tpl_optfield_integer(L, 2, "max_alias_nodes", DEFAULT_MAX_ALIAS_NODES);
   luaL_argcheck(L, max_alias >= 0, 2, "max_alias_nodes must be >= 0");
   lua_settop(L, 2);
-  push_null(L);  // [text, opts, sentinel]
+  tpl_push_null(L);  // [text, opts, sentinel]
   if (lua_isnoneornil(L, 2)) {
     lua_pushnil(L);
   } else {
     lua_getfield(L, 2, "null");
   }
-  push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
+  tpl_push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
   LoadBox *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->has_parser = box->has_event = false;
   luaL_setmetatable(L, LOADER_MT);
@@ -1103,7 +994,7 @@ static void dm_path(const Dumper *d, char *out, size_t cap) {
       ident = c == '_' || is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
     }
     char what[64];
-    snippet(what, sizeof what, p->key, p->key_len, 40);
+    tpl_snippet(what, sizeof what, p->key, p->key_len, 40);
     o += (size_t)snprintf(out + o, cap - o, ident ? ".%s" : "[\"%s\"]", what);
     if (o >= cap) {
       o = cap - 1;
@@ -1299,8 +1190,8 @@ static int yaml_dump(lua_State *L) {
   lua_Integer width = tpl_optfield_integer(L, 2, "width", -1);
   luaL_argcheck(L, width >= -1 && width <= INT32_MAX, 2, "width out of range");
   lua_settop(L, 2);
-  push_null(L);
-  push_array_mt(L);
+  tpl_push_null(L);
+  tpl_push_array_mt(L);
   lua_newtable(L);  // [value, opts, null, array_mt, seen]
   Dumper *d = lua_newuserdatauv(L, sizeof *d, 0);
   memset(d, 0, sizeof *d);
@@ -1388,9 +1279,9 @@ int luaopen_tp__yaml(lua_State *L) {
   tpl_newclass(L, LOADER_MT, NULL, loader_meta);
   tpl_newclass(L, DUMPER_MT, NULL, dumper_meta);
   luaL_newlib(L, yaml_funcs);
-  push_null(L);
+  tpl_push_null(L);
   lua_setfield(L, -2, "null");
-  push_array_mt(L);
+  tpl_push_array_mt(L);
   lua_setfield(L, -2, "array_mt");
   return 1;
 }

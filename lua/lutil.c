@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 int tpl_pusherror(lua_State *L, const TpError *err) {
@@ -112,4 +113,114 @@ void tpl_newclass(lua_State *L, const char *tname, const luaL_Reg *methods, cons
     lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// tp.json.null, the array marker, UTF-8 and positions: shared by lua/l_json.c and lua/l_yaml.c.
+
+static int null_tostring(lua_State *L) {
+  lua_pushliteral(L, "null");
+  return 1;
+}
+
+// Pushes the null sentinel (a zero-size userdata created once per state).
+void tpl_push_null(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, NULL_FIELD) == LUA_TUSERDATA) {
+    return;
+  }
+  lua_pop(L, 1);
+  lua_newuserdatauv(L, 0, 0);  // [null]
+  if (luaL_newmetatable(L, NULL_MT)) {
+    lua_pushcfunction(L, null_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "null");
+    lua_setfield(L, -2, "__metatable");  // getmetatable(null) == 'null'; nobody can change it
+  }
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, NULL_FIELD);
+}
+
+// Pushes the metatable that marks a table as an array (also set on every decoded array).
+void tpl_push_array_mt(lua_State *L) {
+  luaL_newmetatable(L, ARRAY_MT);
+}
+
+// Length of the well-formed UTF-8 sequence at p (RFC 3629 §4 table: no overlongs, no
+// surrogates, nothing above U+10FFFF), or 0.
+size_t tpl_utf8_len(const unsigned char *p, size_t n) {
+  unsigned c = p[0];
+  if (c < 0x80) {
+    return 1;
+  }
+  if (c >= 0xC2 && c <= 0xDF) {
+    return (n >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+  }
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
+      return 0;
+    }
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) {
+      return 0;
+    }
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
+      return 0;
+    }
+    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) {
+      return 0;
+    }
+    return 4;
+  }
+  return 0;
+}
+
+void tpl_line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col) {
+  size_t ln = 1, bol = 0;
+  if (off > n) {
+    off = n;
+  }
+  for (size_t i = 0; i < off; i++) {
+    if (s[i] == '\n') {
+      ln++;
+      bol = i + 1;
+    }
+  }
+  size_t c = 1;
+  for (size_t i = bol; i < off; i++) {
+    if ((s[i] & 0xC0) != 0x80) {
+      c++;
+    }
+  }
+  *line = ln;
+  *col = c;
+}
+
+// Copies at most `max` bytes of s into out as printable text: UTF-8 characters stay, control
+// characters, backslashes and invalid bytes become \xNN.
+void tpl_snippet(char *out, size_t cap, const char *s, size_t n, size_t max) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t o = 0, i = 0;
+  while (i < n && i < max && o + 5 < cap) {
+    unsigned c = p[i];
+    size_t k = c >= 0x80 ? tpl_utf8_len(p + i, n - i) : 1;
+    if (c >= 0x80 && k > 0 && o + k + 1 < cap) {
+      memcpy(out + o, p + i, k);
+      o += k;
+      i += k;
+    } else if (c >= 0x20 && c < 0x7F && c != '\\') {
+      out[o++] = (char)c;
+      i++;
+    } else {
+      o += (size_t)snprintf(out + o, cap - o, "\\x%02X", c);
+      i++;
+    }
+  }
+  if (i < n && o + 4 < cap) {
+    memcpy(out + o, "...", 3);
+    o += 3;
+  }
+  out[o] = '\0';
 }

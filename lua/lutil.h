@@ -26,3 +26,22 @@ const char *tpl_optfield_string(lua_State *L, int idx, const char *field, const 
 /// Creates (once per state) the metatable `tname` with the methods `methods` in __index and the
 /// metamethods `meta`; leaves the stack as it found it.
 void tpl_newclass(lua_State *L, const char *tname, const luaL_Reg *methods, const luaL_Reg *meta);
+
+/// Registry field of the null sentinel and the metatable names shared by tp.json and tp.yaml.
+#define NULL_FIELD "tp.json.null.value"
+#define NULL_MT    "tp.json.null"
+#define ARRAY_MT   "tp.json.array"
+
+/// Pushes the null sentinel `tp.json.null` (a zero-size userdata created once per state).
+void tpl_push_null(lua_State *L);
+/// Pushes the metatable that marks a table as a JSON/YAML array.
+void tpl_push_array_mt(lua_State *L);
+/// Length of the well-formed UTF-8 sequence at p (RFC 3629 §4: no overlongs, no surrogates,
+/// nothing above U+10FFFF), or 0.
+size_t tpl_utf8_len(const unsigned char *p, size_t n);
+/// 1-based line and column (counted in characters, as libyaml's marks count them) of byte
+/// offset `off` in s.
+void tpl_line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col);
+/// Copies at most `max` bytes of s into out (capacity `cap`) as printable text: UTF-8
+/// characters stay; control characters, backslashes and invalid bytes become \xNN.
+void tpl_snippet(char *out, size_t cap, const char *s, size_t n, size_t max);
