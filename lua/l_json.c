@@ -746,32 +746,12 @@ static bool enc_table(lua_State *L, JsonEnc *e, int idx) {
     return enc_fail(e, "table contains itself (cycle)");
   }
   lua_pop(L, 1);
-  bool marked = false;
-  if (lua_getmetatable(L, idx)) {
-    marked = lua_rawequal(L, -1, e->array_mt_idx);
-    lua_pop(L, 1);
+  TplTableShape shape;
+  if (!tpl_table_shape(L, idx, e->array_mt_idx, &shape)) {
+    return enc_fail(e, "table key of type %s (JSON keys are strings)", shape.bad_key);
   }
-  lua_Integer total = 0, nint = 0, nstr = 0, imin = LUA_MAXINTEGER, imax = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    lua_pop(L, 1);
-    total++;
-    if (lua_type(L, -1) == LUA_TSTRING) {
-      nstr++;
-    } else if (lua_isinteger(L, -1)) {
-      lua_Integer k = lua_tointeger(L, -1);
-      nint++;
-      imin = k < imin ? k : imin;
-      imax = k > imax ? k : imax;
-    } else {
-      const char *tn = luaL_typename(L, -1);
-      lua_pop(L, 1);
-      return enc_fail(e, "table key of type %s (JSON keys are strings)",
-                      strcmp(tn, "number") == 0 ? "float" : tn);
-    }
-  }
-  bool is_array =
-      (total == 0 && marked) || (total > 0 && nint == total && imin == 1 && imax == total);
+  lua_Integer total = shape.total, nint = shape.nint, nstr = shape.nstr;
+  bool marked = shape.marked, is_array = shape.is_array;
   if (!is_array && nint > 0) {
     if (nstr > 0) {
       return enc_fail(e, "table mixes integer and string keys");

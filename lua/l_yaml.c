@@ -1037,30 +1037,13 @@ static bool dm_table(lua_State *L, Dumper *d, int idx) {
     return dm_fail(d, "table contains itself (cycle)");
   }
   lua_pop(L, 1);
-  bool marked = false;
-  if (lua_getmetatable(L, idx)) {
-    marked = lua_rawequal(L, -1, d->array_mt_idx);
-    lua_pop(L, 1);
+  TplTableShape shape;
+  if (!tpl_table_shape(L, idx, d->array_mt_idx, &shape)) {
+    return dm_fail(d, "table key of type %s (YAML keys here are strings or integers)",
+                   shape.bad_key);
   }
-  lua_Integer total = 0, nint = 0, imin = LUA_MAXINTEGER, imax = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    lua_pop(L, 1);
-    total++;
-    if (lua_isinteger(L, -1)) {
-      lua_Integer k = lua_tointeger(L, -1);
-      nint++;
-      imin = k < imin ? k : imin;
-      imax = k > imax ? k : imax;
-    } else if (lua_type(L, -1) != LUA_TSTRING) {
-      const char *tn = luaL_typename(L, -1);
-      lua_pop(L, 1);
-      return dm_fail(d, "table key of type %s (YAML keys here are strings or integers)",
-                     strcmp(tn, "number") == 0 ? "float" : tn);
-    }
-  }
-  bool is_seq =
-      (total == 0 && marked) || (total > 0 && nint == total && imin == 1 && imax == total);
+  lua_Integer total = shape.total;
+  bool marked = shape.marked, is_seq = shape.is_array;
   if (!is_seq && marked) {
     return dm_fail(d, "table marked as an array has keys other than 1..n");
   }

@@ -224,3 +224,35 @@ void tpl_snippet(char *out, size_t cap, const char *s, size_t n, size_t max) {
   }
   out[o] = '\0';
 }
+
+bool tpl_table_shape(lua_State *L, int idx, int array_mt_idx, TplTableShape *s) {
+  idx = lua_absindex(L, idx);
+  array_mt_idx = lua_absindex(L, array_mt_idx);
+  *s = (TplTableShape){0};
+  if (lua_getmetatable(L, idx)) {
+    s->marked = lua_rawequal(L, -1, array_mt_idx);
+    lua_pop(L, 1);
+  }
+  lua_Integer imin = LUA_MAXINTEGER, imax = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);  // [key]
+    s->total++;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      s->nstr++;
+    } else if (lua_isinteger(L, -1)) {
+      lua_Integer k = lua_tointeger(L, -1);
+      s->nint++;
+      imin = k < imin ? k : imin;
+      imax = k > imax ? k : imax;
+    } else {
+      const char *tn = luaL_typename(L, -1);
+      s->bad_key = strcmp(tn, "number") == 0 ? "float" : tn;
+      lua_pop(L, 1);
+      return false;
+    }
+  }
+  s->is_array = (s->total == 0 && s->marked) ||
+                (s->total > 0 && s->nint == s->total && imin == 1 && imax == s->total);
+  return true;
+}

@@ -4,6 +4,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include <stdbool.h>
+
 #include "common.h"
 
 /// Pushes the "expected failure" triple nil, err->msg, code name; returns 3.
@@ -45,3 +47,18 @@ void tpl_line_col(const unsigned char *s, size_t n, size_t off, size_t *line, si
 /// Copies at most `max` bytes of s into out (capacity `cap`) as printable text: UTF-8
 /// characters stay; control characters, backslashes and invalid bytes become \xNN.
 void tpl_snippet(char *out, size_t cap, const char *s, size_t n, size_t max);
+
+/// The key shape of a table, as tp.json's encoder and tp.yaml's dumper classify it.
+typedef struct TplTableShape {
+  lua_Integer total;    ///< number of keys
+  lua_Integer nint;     ///< integer keys
+  lua_Integer nstr;     ///< string keys
+  bool marked;          ///< carries the array marker metatable
+  bool is_array;        ///< keys exactly 1..total, or empty and marked
+  const char *bad_key;  ///< type name of the first key neither string nor integer ("float"...)
+} TplTableShape;
+
+/// Scans the keys of the table at `idx` (raw, no metamethods) into `s`; `array_mt_idx` is the
+/// stack index of the array marker metatable. Returns false when a key is neither a string nor
+/// an integer (then `s->bad_key` names its type and the scan stopped there).
+bool tpl_table_shape(lua_State *L, int idx, int array_mt_idx, TplTableShape *s);
