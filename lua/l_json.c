@@ -172,7 +172,11 @@ static bool scan_string(JsonDec *d, size_t *pos) {
       return dec_fail(d, TP_EPARSE, i, "unescaped control character U+%04X in a string", c);
     }
     if (c < 0x80) {
+      // The common case: a run of printable ASCII other than '"' and '\\'.
       i++;
+      while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') {
+        i++;
+      }
       continue;
     }
     size_t k = tpl_utf8_len(s + i, n - i);
@@ -469,6 +473,340 @@ static bool dec_value(JsonDec *d, const cJSON *it) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Skipping members (opts.skip): a top-level object whose named members are checked but not
+// converted. Loading thousands of run records only to summarise them spends most of its time
+// turning per-iteration arrays into Lua tables that nobody reads; with skip, each such member
+// becomes a small "skipped value" table (SKIPPED_MT) saying where its text is and what it holds,
+// so that it can be decoded later from text:sub(first, last).
+//
+// The skipped text is still checked in full, by one pass of the grammar below (RFC 8259 §2-§7:
+// structure, number syntax, literals, and strings through scan_string), so a file decoded with
+// skip is accepted exactly when it is accepted without. Any failure on this path (bad input,
+// a key written with escapes, a duplicate key) falls back to the ordinary decode, which then
+// reports the problem with its usual message.
+
+#define SKIPPED_MT "tp.json.skipped"
+
+enum { SK_NULL, SK_BOOLEAN, SK_NUMBER, SK_STRING, SK_ARRAY, SK_OBJECT, SK_KINDS };
+
+static const char *const sk_names[SK_KINDS] = {"null",   "boolean", "number",
+                                               "string", "array",   "object"};
+
+typedef struct SkipInfo {
+  int kind;                // kind of the value itself
+  size_t count;            // elements (array) or members (object)
+  size_t kinds[SK_KINDS];  // their kinds
+} SkipInfo;
+
+static size_t skip_ws(const unsigned char *s, size_t n, size_t i) {
+  while (i < n && is_ws(s[i])) {
+    i++;
+  }
+  return i;
+}
+
+// Checks the number starting at s[i] (RFC 8259 §6) and returns the offset after it, or 0.
+static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
+  if (i < n && s[i] == '-') {
+    i++;
+  }
+  if (i >= n || !is_digit(s[i])) {
+    return 0;
+  }
+  if (s[i] == '0') {
+    i++;
+  } else {
+    while (i < n && is_digit(s[i])) {
+      i++;
+    }
+  }
+  if (i < n && s[i] == '.') {
+    i++;
+    if (i >= n || !is_digit(s[i])) {
+      return 0;
+    }
+    while (i < n && is_digit(s[i])) {
+      i++;
+    }
+  }
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    if (i < n && (s[i] == '+' || s[i] == '-')) {
+      i++;
+    }
+    if (i >= n || !is_digit(s[i])) {
+      return 0;
+    }
+    while (i < n && is_digit(s[i])) {
+      i++;
+    }
+  }
+  return i;
+}
+
+// scan_string with a shortcut for the common string: printable ASCII without escapes.
+static inline bool skip_string(JsonDec *d, size_t *pos) {
+  const unsigned char *s = d->s;
+  size_t n = d->n, j = *pos + 1;
+  while (j < n && s[j] >= 0x20 && s[j] < 0x80 && s[j] != '"' && s[j] != '\\') {
+    j++;
+  }
+  if (j < n && s[j] == '"') {
+    *pos = j + 1;
+    return true;
+  }
+  return scan_string(d, pos);
+}
+
+// Checks one JSON value starting at s[*pos] (no leading whitespace) and moves *pos past it;
+// fills *info (when not NULL) with its kind and the kinds of its direct children. Iterative: the
+// open containers are kept in `open` (at most d->max_depth of them).
+static bool skip_value(JsonDec *d, size_t *pos, SkipInfo *info) {
+  const unsigned char *s = d->s;
+  size_t n = d->n, i = *pos;
+  char open[CJSON_NESTING_LIMIT + 1];
+  int depth = 0;
+  if (info) {
+    memset(info, 0, sizeof *info);
+  }
+  for (;;) {
+    // A value at s[i].
+    if (i >= n) {
+      return false;
+    }
+    unsigned c = s[i];
+    int kind;
+    if (c == '{' || c == '[') {
+      kind = c == '{' ? SK_OBJECT : SK_ARRAY;
+    } else if (c == '"') {
+      kind = SK_STRING;
+    } else if (c == 't' || c == 'f') {
+      kind = SK_BOOLEAN;
+    } else if (c == 'n') {
+      kind = SK_NULL;
+    } else {
+      kind = SK_NUMBER;
+    }
+    if (info) {
+      if (depth == 0) {
+        info->kind = kind;
+      } else if (depth == 1) {
+        info->count++;
+        info->kinds[kind]++;
+      }
+    }
+    bool closed = true;  // false: a container was opened, its first child comes next
+    switch (kind) {
+      case SK_OBJECT:
+      case SK_ARRAY:
+        if (depth + 2 > d->max_depth) {  // the top-level object is level 1, this member 2
+          return false;
+        }
+        open[depth++] = (char)c;
+        i = skip_ws(s, n, i + 1);
+        if (i < n && s[i] == (kind == SK_OBJECT ? '}' : ']')) {
+          i++;
+          depth--;
+        } else {
+          closed = false;
+        }
+        break;
+      case SK_STRING:
+        if (!skip_string(d, &i)) {
+          return false;
+        }
+        break;
+      case SK_BOOLEAN:
+      case SK_NULL: {
+        const char *lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+        size_t k = strlen(lit);
+        if (n - i < k || memcmp(s + i, lit, k) != 0) {
+          return false;
+        }
+        i += k;
+        break;
+      }
+      default:
+        i = skip_number(s, n, i);
+        if (i == 0) {
+          return false;
+        }
+        break;
+    }
+    if (!closed && open[depth - 1] == '[') {
+      continue;  // the array's first element
+    }
+    // After a value (or inside a new object, before its first key): close what ends here.
+    for (;;) {
+      if (!closed) {
+        break;  // a new object: its first key follows
+      }
+      if (depth == 0) {
+        *pos = i;
+        return true;
+      }
+      i = skip_ws(s, n, i);
+      if (i >= n) {
+        return false;
+      }
+      char top = open[depth - 1];
+      if (s[i] == (top == '{' ? '}' : ']')) {
+        i++;
+        depth--;
+        continue;
+      }
+      if (s[i] != ',') {
+        return false;
+      }
+      i = skip_ws(s, n, i + 1);
+      closed = top != '{';
+      break;
+    }
+    if (!closed) {
+      // A key and its colon.
+      if (i >= n || s[i] != '"' || !skip_string(d, &i)) {
+        return false;
+      }
+      i = skip_ws(s, n, i);
+      if (i >= n || s[i] != ':') {
+        return false;
+      }
+      i++;
+    }
+    i = skip_ws(s, n, i);
+  }
+}
+
+// Pushes the table that stands for a skipped array or object: kind, count (of its children),
+// kinds (how many children of each kind), first and last (1-based byte positions of its text in
+// the input, for string.sub).
+static void push_skipped(JsonDec *d, const SkipInfo *info, size_t at, size_t end) {
+  lua_State *L = d->L;
+  size_t base = (size_t)(d->s - d->doc);
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, sk_names[info->kind]);
+  lua_setfield(L, -2, "kind");
+  lua_pushinteger(L, (lua_Integer)(base + at + 1));
+  lua_setfield(L, -2, "first");
+  lua_pushinteger(L, (lua_Integer)(base + end));
+  lua_setfield(L, -2, "last");
+  if (info->kind == SK_ARRAY || info->kind == SK_OBJECT) {
+    lua_pushinteger(L, (lua_Integer)info->count);
+    lua_setfield(L, -2, "count");
+    lua_createtable(L, 0, 2);
+    for (int k = 0; k < SK_KINDS; k++) {
+      if (info->kinds[k]) {
+        lua_pushinteger(L, (lua_Integer)info->kinds[k]);
+        lua_setfield(L, -2, sk_names[k]);
+      }
+    }
+    lua_setfield(L, -2, "kinds");
+  }
+  luaL_setmetatable(L, SKIPPED_MT);
+}
+
+// Decodes the top-level object at s[0..n) (after whitespace), skipping the members named in the
+// set at stack index `skip`; the tree userdata at `tree` holds each member's cJSON tree while it
+// is converted. Pushes the object and returns true, or returns false (the caller then falls back
+// to the ordinary decode) with the stack as it found it plus whatever it pushed.
+static bool dec_skipping(JsonDec *d, int skip, JsonTree *tree) {
+  lua_State *L = d->L;
+  const unsigned char *s = d->s;
+  size_t n = d->n;
+  size_t i = skip_ws(s, n, 0);
+  if (i >= n || s[i] != '{') {
+    return false;
+  }
+  lua_createtable(L, 0, 32);  // [obj]
+  i = skip_ws(s, n, i + 1);
+  if (i < n && s[i] == '}') {
+    i++;
+  } else {
+    for (;;) {
+      size_t key_at = i;
+      if (i >= n || s[i] != '"' || !scan_string(d, &i)) {
+        return false;
+      }
+      const char *key = (const char *)s + key_at + 1;
+      size_t key_len = i - key_at - 2;
+      if (memchr(key, '\\', key_len)) {
+        return false;  // escaped keys: left to the ordinary decode
+      }
+      i = skip_ws(s, n, i);
+      if (i >= n || s[i] != ':') {
+        return false;
+      }
+      i = skip_ws(s, n, i + 1);
+      lua_pushlstring(L, key, key_len);  // [obj, key]
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, -3) != LUA_TNIL) {
+        return false;  // a duplicate key
+      }
+      lua_pop(L, 1);
+      lua_pushvalue(L, -1);
+      bool skipped = lua_rawget(L, skip) != LUA_TNIL;
+      lua_pop(L, 1);
+      size_t at = i;
+      SkipInfo info;
+      if (!skip_value(d, &i, &info)) {
+        return false;
+      }
+      if (skipped && (info.kind == SK_ARRAY || info.kind == SK_OBJECT)) {
+        push_skipped(d, &info, at, i);
+      } else if (info.kind == SK_NULL) {
+        if (d->map_null) {
+          lua_pushvalue(L, d->map_null);
+        } else {
+          lua_pushlightuserdata(L, (void *)&null_member);  // removed below
+        }
+      } else {
+        const char *end = NULL;
+        tree->root = cJSON_ParseWithLengthOpts((const char *)s + at, i - at, &end, 0);
+        if (!tree->root || !end || (const unsigned char *)end != s + i) {
+          return false;  // cJSON read less than the grammar did (a number of 64+ characters)
+        }
+        d->cur = at;
+        bool ok = dec_value(d, tree->root);
+        cJSON *r = tree->root;
+        tree->root = NULL;
+        cJSON_Delete(r);
+        if (!ok) {
+          return false;
+        }
+      }
+      lua_rawset(L, -3);  // [obj]
+      i = skip_ws(s, n, i);
+      if (i < n && s[i] == ',') {
+        i = skip_ws(s, n, i + 1);
+        continue;
+      }
+      if (i < n && s[i] == '}') {
+        i++;
+        break;
+      }
+      return false;
+    }
+  }
+  if (skip_ws(s, n, i) != n) {
+    return false;
+  }
+  // Null members were stored as the private placeholder so that duplicates of them are seen;
+  // now they go.
+  lua_pushnil(L);
+  while (lua_next(L, -2) != 0) {
+    bool placeholder =
+        lua_type(L, -1) == LUA_TLIGHTUSERDATA && lua_touserdata(L, -1) == &null_member;
+    lua_pop(L, 1);
+    if (placeholder) {
+      lua_pushvalue(L, -1);
+      lua_pushnil(L);
+      lua_rawset(L, -4);  // clearing a field during lua_next is allowed (lua_next manual)
+    }
+  }
+  return true;
+}
+
 // json.decode(text, opts) -> value | nil, err, code
 // opts: name (source in messages, default "<string>"), max_depth (1..1000, default 512),
 // null (value for null members; absent: members are left out; arrays get it too).
@@ -502,6 +840,24 @@ static int json_decode(lua_State *L) {
     d.s += 3;
     d.n -= 3;
   }
+  if (lua_istable(L, 2) && lua_getfield(L, 2, "skip") != LUA_TNIL) {  // [..., tree, list]
+    luaL_argcheck(L, lua_istable(L, -1), 2, "skip must be a list of member names");
+    lua_Integer k = (lua_Integer)lua_rawlen(L, -1);
+    lua_createtable(L, 0, (int)(k < 64 ? k : 64));  // [..., tree, list, set]
+    for (lua_Integer j = 1; j <= k; j++) {
+      if (lua_rawgeti(L, -2, j) != LUA_TSTRING) {
+        return luaL_argerror(L, 2, "skip must be a list of member names");
+      }
+      lua_pushboolean(L, 1);
+      lua_rawset(L, -3);
+    }
+    JsonDec ds = d;
+    if (dec_skipping(&ds, 8, tree)) {
+      return 1;
+    }
+    lua_settop(L, 6);  // anything wrong: the ordinary decode says what
+  }
+  lua_settop(L, 6);
   bool ok = dec_prescan(&d);
   if (ok) {
     size_t k = 0;
@@ -1017,7 +1373,11 @@ int luaopen_tp__json(lua_State *L) {
   tpl_newclass(L, TREE_MT, NULL, tree_meta);
   tpl_newclass(L, ENCODER_MT, NULL, encoder_meta);
   tpl_newclass(L, FILE_MT, NULL, file_meta);
+  luaL_newmetatable(L, SKIPPED_MT);  // sets __name
+  lua_pop(L, 1);
   luaL_newlib(L, json_funcs);
+  luaL_getmetatable(L, SKIPPED_MT);
+  lua_setfield(L, -2, "skipped_mt");
   tpl_push_null(L);
   lua_setfield(L, -2, "null");
   tpl_push_array_mt(L);

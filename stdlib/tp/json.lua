@@ -21,6 +21,7 @@ local DECODE_OPTS = {
   null = 'any',
   max_depth = 'integer',
   max_size = 'integer',
+  skip = 'table',
 }
 
 local ENCODE_OPTS = {
@@ -52,11 +53,19 @@ local function check_opts(fname, opts, spec)
   return opts
 end
 
--- cJSON refuses more than 1000 levels (CJSON_NESTING_LIMIT in cJSON.h).
+-- cJSON refuses more than 1000 levels (CJSON_NESTING_LIMIT in cJSON.h). Also checks `skip`.
 local function check_depth(fname, opts)
   local d = opts.max_depth
   if d ~= nil and (d < 1 or d > 1000) then
     error(('%s: option "max_depth" must be within 1..1000'):format(fname), 3)
+  end
+  local skip = opts.skip
+  if skip ~= nil then
+    for k, v in pairs(skip) do
+      if math.type(k) ~= 'integer' or type(v) ~= 'string' then
+        error(('%s: option "skip" must be a list of member names'):format(fname), 3)
+      end
+    end
   end
 end
 
@@ -127,6 +136,8 @@ end
 ---  replaces tp.json.null in arrays and at the top level
 ---@field max_depth? integer deepest nesting accepted, 1..1000 (default 512)
 ---@field max_size? integer largest input in bytes (default DEFAULT_MAX_SIZE)
+---@field skip? string[] members of a top-level object to check but not convert: each array or
+---  object among them becomes a skipped value (see `is_skipped`)
 
 --- Decodes JSON text. Integers without fraction or exponent that fit in 64 bits are Lua
 --- integers, other numbers floats; null is tp.json.null in arrays and at the top level and
@@ -154,6 +165,37 @@ function M.decode(text, opts)
     return nil, msg, 'ELIMIT'
   end
   return C.decode(text, opts)
+end
+
+local SKIPPED_MT = C.skipped_mt
+
+SKIPPED_MT.__tostring = function(v)
+  return ('tp.json.skipped %s (%d %s, bytes %d..%d)'):format(v.kind, v.count,
+    v.kind == 'array' and 'elements' or 'members', v.first, v.last)
+end
+
+--- Returns true when `v` stands for a member left undecoded by `decode{skip = ...}`: a table
+--- with `kind` ('array' or 'object'), `count` (its elements or members), `kinds` (how many of
+--- them are 'number', 'string', 'null', 'boolean', 'array', 'object'), and `first`, `last`
+--- (its text is `text:sub(first, last)`; `decode_skipped` decodes it).
+---@param v any
+---@return boolean
+function M.is_skipped(v)
+  return type(v) == 'table' and getmetatable(v) == SKIPPED_MT
+end
+
+--- Decodes a member that `decode(text, {skip = ...})` skipped, from the same `text`.
+---@param text string the text given to decode
+---@param v table the skipped value
+---@param opts? tp.json.DecodeOpts
+---@return any|nil value
+---@return string? err
+---@return string? code
+function M.decode_skipped(text, v, opts)
+  if not M.is_skipped(v) then
+    error('json.decode_skipped: a skipped value expected', 2)
+  end
+  return M.decode(text:sub(v.first, v.last), opts)
 end
 
 ---@class tp.json.EncodeOpts
@@ -203,6 +245,21 @@ function M.load_file(path, opts)
   local o = copy(opts)
   o.name = o.name or path
   return C.decode(text, o)
+end
+
+--- Reads a whole file (a regular file in one read of its size, or a stream) without decoding
+--- it: for callers that keep the text, e.g. to decode skipped members later. More than
+--- `max_size` bytes (default DEFAULT_MAX_SIZE) fails with 'ELIMIT'.
+---@param path string
+---@param max_size? integer
+---@return string|nil text
+---@return string? err
+---@return string? code
+function M.read_text(path, max_size)
+  if type(path) ~= 'string' then
+    error(('json.read_text: path must be a string, got %s'):format(type(path)), 2)
+  end
+  return C.read_file(path, max_size or M.DEFAULT_MAX_SIZE)
 end
 
 ---@class tp.json.SaveOpts: tp.json.EncodeOpts

@@ -223,6 +223,143 @@ describe('tp.json.decode', function()
   end)
 end)
 
+describe('tp.json.decode with skip', function()
+  local text = h.read(h.fixture('results/mock/nvd/megatron-real.json'))
+  local SKIP = { 'records', 'args', 'step_times', 'loss_values', 'params' }
+
+  -- Asserts that decoding `s` with and without `skip` gives the same result: the same failure,
+  -- or the same members, each skipped one decoding (from its text) to the same value.
+  local function same_as_full(s, skip)
+    local full, ferr, fcode = json.decode(s, { name = 'x.json' })
+    local part, perr, pcode = json.decode(s, { name = 'x.json', skip = skip })
+    assert.are.same({ ferr, fcode }, { perr, pcode })
+    if full == nil then
+      assert.is_nil(part)
+      return false
+    end
+    if type(full) ~= 'table' or json.is_array(full) then
+      assert.are.same(full, part)
+      return true
+    end
+    for k, v in pairs(full) do
+      local p = part[k]
+      if json.is_skipped(p) then
+        assert.are.same(v, assert(json.decode_skipped(s, p)))
+        local n = 0
+        for _ in pairs(v) do
+          n = n + 1
+        end
+        assert.are.equal(n, p.count)
+      else
+        assert.are.same(v, p)
+      end
+    end
+    for k in pairs(part) do
+      assert.is_not_nil(full[k], 'extra member ' .. tostring(k))
+    end
+    return true
+  end
+
+  it('describes each skipped array or object and decodes the rest as usual', function()
+    local full = assert(json.decode(text))
+    local part = assert(json.decode(text, { skip = SKIP }))
+    assert.is_true(json.is_skipped(part.records))
+    assert.are.equal('array', part.records.kind)
+    assert.are.equal(#full.records, part.records.count)
+    assert.are.same({ object = #full.records }, part.records.kinds)
+    assert.are.equal('object', part.args.kind)
+    assert.is_true(json.is_skipped(part.step_times))
+    assert.are.equal(#full.step_times, part.step_times.kinds.number)
+    assert.are.same(full.records, assert(json.decode(text:sub(part.records.first,
+      part.records.last))))
+    assert.are.same(full.training_config, part.training_config)
+    assert.is_false(json.is_skipped(part.training_config))
+    assert.matches('^tp%.json%.skipped array %(%d+ elements, bytes %d+%.%.%d+%)$',
+      tostring(part.records))
+    assert.is_true(same_as_full(text, SKIP))
+  end)
+
+  it('leaves scalars, nulls and arrays at the top level as they are', function()
+    assert.are.same({ a = 1 }, json.decode('{"a": 1, "b": null}', { skip = { 'a', 'b' } }))
+    assert.are.same({ a = 1, b = json.null },
+      json.decode('{"a": 1, "b": null}', { skip = { 'b' }, null = json.null }))
+    assert.are.same({ { a = {} } }, json.decode('[{"a": {}}]', { skip = { 'a' } }))
+    local v = json.decode('{"a": [], "b": {}, "c": [null, 1, "x", true, [], {}]}',
+      { skip = { 'a', 'b', 'c' } })
+    assert.are.same({ 0, 0, 6 }, { v.a.count, v.b.count, v.c.count })
+    assert.are.same({ null = 1, number = 1, string = 1, boolean = 1, array = 1, object = 1 },
+      v.c.kinds)
+    -- A key written with escapes is decoded as usual (and still found to be a duplicate).
+    assert.are.same({ records = { 1 } }, json.decode('{"rec\\u006frds": [1]}',
+      { skip = { 'records' } }))
+    fails('<string>:1:17: duplicate key "records"', 'EPARSE',
+      json.decode('{"records": [], "rec\\u006frds": [1]}', { skip = { 'records' } }))
+  end)
+
+  it('fails exactly as the full decode does, wherever the problem is', function()
+    for _, s in ipairs({
+      '{"records": [1, 2', '{"records": [1, 2,]}', '{"records": [01]}', '{"records": [1.]}',
+      '{"records": [-]}', '{"records": [1e]}', '{"records": [tru]}', '{"records": [nul]}',
+      '{"records": {"a" 1}}', '{"records": {"a": 1,}}', '{"records": {1: 2}}',
+      '{"records": ["\1"]}', '{"records": ["\\x"]}', '{"records": ["\xE9"]}', '{"records": [\1]}',
+      '{"records": [1] ]', '{"records": [1]} x', '{"records": [1]}}', '{"records": [] "a": 1}',
+      '{"records": [], "records": []}', '{"a": 1, "records": [], "a": 2}',
+      '{"records": [], "b": null, "b": 1}', '{"records": [[[[[[]]]]]]}',
+      '{"records": ' .. ('['):rep(600) .. (']'):rep(600) .. '}', '{"records": "x"}',
+      '{"records": [1, 2, 3] , "args" : {"x": [1, {"y": "z"}]} }', '{}', ' { } ',
+    }) do
+      same_as_full(s, SKIP)
+    end
+    fails('<string>:1:17: nesting deeper than 5 levels (max_depth)', 'ELIMIT',
+      json.decode('{"records": [[[[[[]]]]]]}', { skip = SKIP, max_depth = 5 }))
+  end)
+
+  it('agrees with the full decode on 1000 damaged copies of a run record', function()
+    -- xorshift32, seeded: the same copies every run.
+    local s = 2463534242
+    local function rand(n)
+      s = s ~ ((s << 13) & 0xffffffff)
+      s = s ~ (s >> 17)
+      s = s ~ ((s << 5) & 0xffffffff)
+      return s % n + 1
+    end
+    local bytes = { '{', '}', '[', ']', ',', ':', '"', '0', '-', '.', 'e', ' ', '\\', 'n',
+      '\n', '\1', '\xC3' }
+    -- The pretty-printed record and its compact form (where damage hits structure more often).
+    local compact = assert(json.encode(assert(json.decode(text))))
+    local accepted = 0
+    for _ = 1, 1000 do
+      local t = rand(2) == 1 and text or compact
+      local at = rand(#t)
+      local what = rand(3)
+      if what == 1 then
+        t = t:sub(1, at - 1) .. t:sub(at + 1)
+      elseif what == 2 then
+        t = t:sub(1, at - 1) .. bytes[rand(#bytes)] .. t:sub(at)
+      else
+        t = t:sub(1, at - 1) .. bytes[rand(#bytes)] .. t:sub(at + 1)
+      end
+      if same_as_full(t, SKIP) then
+        accepted = accepted + 1
+      end
+    end
+    -- Both outcomes were exercised.
+    assert.is_true(accepted > 50 and accepted < 950, 'accepted ' .. accepted)
+  end)
+
+  it('raises on misuse', function()
+    assert.has_error(function()
+      json.decode('{}', { skip = 'records' })
+    end, 'json.decode: option "skip" must be table, got string')
+    assert.has_error(function()
+      json.decode('{}', { skip = { 1 } })
+    end, 'json.decode: option "skip" must be a list of member names')
+    assert.has_error(function()
+      json.decode_skipped('{}', {})
+    end, 'json.decode_skipped: a skipped value expected')
+  end)
+end)
+
 describe('tp.json.encode', function()
   it('writes scalars', function()
     assert.are.equal('null', json.encode(json.null))
