@@ -624,7 +624,8 @@ static void l_print(lua_State *L) {
 }
 
 // Completion: the word before the cursor is `a.b.c` or `a.b:c`; candidates are the string keys
-// of the table the prefix names (raw access only: no metamethod runs) and of its __index tables.
+// of the table the prefix names (raw access only: no metamethod runs), of its __index tables and
+// of their metatables' __complete tables.
 static char **completion_matches = NULL;
 static size_t completion_count = 0;
 
@@ -657,34 +658,46 @@ static int is_ident(const char *s, size_t n) {
   return 1;
 }
 
-// Collects keys of the table at `idx` (and of its metatable's __index chain) starting with
-// `partial` into the candidate list as `head .. key`.
+// Adds the identifier keys of the table at `idx` that start with `partial` to the candidates, as
+// `head .. key` (plus "(" when the value is a function).
+static void add_keys(lua_State *L, int idx, const char *head, const char *partial, size_t *cap) {
+  size_t plen = strlen(partial);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      size_t klen;
+      const char *key = lua_tolstring(L, -2, &klen);
+      if (klen >= plen && strncmp(key, partial, plen) == 0 && is_ident(key, klen)) {
+        const char *suffix = lua_type(L, -1) == LUA_TFUNCTION ? "(" : "";
+        char *full = malloc(strlen(head) + klen + 2);
+        if (full) {
+          sprintf(full, "%s%s%s", head, key, suffix);
+          add_candidate(full, cap);
+          free(full);
+        }
+      }
+    }
+    lua_pop(L, 1);
+  }
+}
+
+// Collects keys of the table at `idx` and of its metatable's __index chain (tables only: no
+// metamethod runs). A metatable may also list names in a `__complete` table, for fields that a
+// function __index provides (lazily loaded data, methods): its keys are offered as they are.
 static void collect_keys(lua_State *L, int idx, const char *head, const char *partial,
                          size_t *cap) {
   idx = lua_absindex(L, idx);
-  size_t plen = strlen(partial);
   for (int depth = 0; depth < 8 && lua_istable(L, idx); depth++) {
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-      if (lua_type(L, -2) == LUA_TSTRING) {
-        size_t klen;
-        const char *key = lua_tolstring(L, -2, &klen);
-        if (klen >= plen && strncmp(key, partial, plen) == 0 && is_ident(key, klen)) {
-          const char *suffix = lua_type(L, -1) == LUA_TFUNCTION ? "(" : "";
-          char *full = malloc(strlen(head) + klen + 2);
-          if (full) {
-            sprintf(full, "%s%s%s", head, key, suffix);
-            add_candidate(full, cap);
-            free(full);
-          }
-        }
-      }
-      lua_pop(L, 1);
-    }
-    // follow __index when it is a table
+    add_keys(L, idx, head, partial, cap);
     if (!lua_getmetatable(L, idx)) {
       break;
     }
+    lua_pushliteral(L, "__complete");
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+      add_keys(L, lua_absindex(L, -1), head, partial, cap);
+    }
+    lua_pop(L, 1);
+    // follow __index when it is a table
     lua_pushliteral(L, "__index");
     lua_rawget(L, -2);
     lua_remove(L, -2);

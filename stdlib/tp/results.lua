@@ -74,8 +74,8 @@ end
 -- Python's json module writes NaN, Infinity and -Infinity as bare words (Python documentation,
 -- json.dump: allow_nan=True by default; tprimat wrote its files with json.dump). They are not
 -- JSON (RFC 8259 §6); when the strict decode fails, they are read as null and counted.
-local function decode_text(text, name)
-  local doc, err, code = json.decode(text, { name = name })
+local function decode_text(text, name, skip)
+  local doc, err, code = json.decode(text, { name = name, skip = skip })
   if doc ~= nil or code ~= 'EPARSE' then
     return doc, err, code, 0
   end
@@ -97,7 +97,13 @@ local function decode_text(text, name)
   return doc2, nil, nil, n
 end
 
-local function read_doc(path)
+-- The per-iteration members a summary needs only the size and kinds of: loading a set leaves
+-- them undecoded (tp.json's skip; they load with the other details on first access).
+local SKIPPED_ON_LOAD = { 'records', 'args', 'step_times', 'raw_step_times', 'learning_rates' }
+
+-- Reads and decodes `path`; with `skip`, those members may come back as tp.json skipped
+-- values. Returns doc, stat, count of non-finite words read as null, and the text.
+local function read_doc(path, skip)
   local st, serr, scode = fs.stat(path)
   if not st then
     return nil, serr, scode
@@ -112,20 +118,15 @@ local function read_doc(path)
     return nil, string.format('%s: %d bytes, larger than the %d-byte limit', path, st.size,
       json.DEFAULT_MAX_SIZE), 'ELIMIT'
   end
-  local f, oerr = io.open(path, 'rb')
-  if not f then
-    return nil, oerr, 'EIO'
-  end
-  local text = f:read('a')
-  f:close()
+  local text, rerr, rcode = json.read_text(path)
   if not text then
-    return nil, path .. ': cannot read', 'EIO'
+    return nil, rerr, rcode
   end
-  local doc, err, code, nonfinite = decode_text(text, path)
+  local doc, err, code, nonfinite = decode_text(text, path, skip)
   if doc == nil then
     return nil, err, code
   end
-  return doc, st, nonfinite
+  return doc, st, nonfinite, text
 end
 
 local Bad = {}
@@ -137,6 +138,9 @@ end
 local function kind_of(v)
   if is_null(v) then
     return 'null'
+  end
+  if json.is_skipped(v) then
+    return v.kind
   end
   if type(v) == 'table' then
     return json.is_array(v) and 'array' or 'object'
@@ -151,17 +155,24 @@ local function check_field(path, doc, key, want)
   end
   local k = kind_of(v)
   local ok = k == want or (want == 'number' and (k == 'integer' or k == 'float'))
-    or (want == 'object' and k == 'array' and next(v) == nil)
+    or (want == 'object' and k == 'array' and
+      (json.is_skipped(v) and v.count == 0 or not json.is_skipped(v) and next(v) == nil))
   if not ok then
     bad(path, '%s is %s, %s expected', key, k, want)
   end
 end
 
 -- Arrays of numbers (null allowed: a non-finite value written as null).
-local function check_numbers(path, doc, key)
+local function check_numbers(path, doc, key, text)
   local v = doc[key]
   if v == nil or is_null(v) then
     return
+  end
+  if json.is_skipped(v) then
+    if v.kind == 'array' and (v.kinds.number or 0) + (v.kinds.null or 0) == v.count then
+      return
+    end
+    v = json.decode_skipped(text, v)  -- to name the element at fault
   end
   if type(v) ~= 'table' or (not json.is_array(v) and next(v) ~= nil) then
     bad(path, '%s is %s, array expected', key, kind_of(v))
@@ -199,7 +210,7 @@ local function check_numeric_members(path, doc)
   end
 end
 
-local function validate(path, doc)
+local function validate(path, doc, text)
   if type(doc) ~= 'table' or json.is_array(doc) then
     bad(path, 'top level is %s, a JSON object (run record) expected', kind_of(doc))
   end
@@ -220,6 +231,9 @@ local function validate(path, doc)
   check_field(path, doc, 'args', 'object')
   check_field(path, doc, 'records', 'array')
   local recs = doc.records
+  if json.is_skipped(recs) and (recs.kinds.object or 0) < recs.count then
+    recs = json.decode_skipped(text, recs)  -- to name the element at fault
+  end
   if type(recs) == 'table' then
     for i = 1, #recs do
       local r = recs[i]
@@ -231,7 +245,7 @@ local function validate(path, doc)
   check_field(path, doc, 'repeat', 'number')
   for _, k in ipairs({ 'iterations', 'step_times', 'raw_step_times', 'loss_values',
     'learning_rates' }) do
-    check_numbers(path, doc, k)
+    check_numbers(path, doc, k, text)
   end
   check_numeric_members(path, doc)
 end
@@ -319,6 +333,14 @@ local function recompute_perf(s, times)
   end
 end
 
+-- Length of an array, decoded or skipped.
+local function length(v)
+  if json.is_skipped(v) then
+    return v.count
+  end
+  return #v
+end
+
 local function summarise(doc, path, kind, nonfinite)
   local tc = tbl(doc.training_config) or {}
   local pm = tbl(doc.performance_metrics) or {}
@@ -360,7 +382,7 @@ local function summarise(doc, path, kind, nonfinite)
   local iters = doc.iterations or {}
   local losses = doc.loss_values or {}
   local records = doc.records or {}
-  s.n_records = math.max(#records, #times)
+  s.n_records = math.max(length(records), length(times))
   if #iters > 0 then
     local last
     for i = 1, #iters do
@@ -453,8 +475,16 @@ local function load_details(run)
   end
 end
 
+-- What the prompt offers after `run.` / `run:` besides the summary fields (lua/tplua.c reads
+-- __complete because __index is a function): the lazily loaded arrays and the methods.
+local RUN_COMPLETE = {}
+for _, k in ipairs(M.DETAIL_FIELDS) do
+  RUN_COMPLETE[k] = true
+end
+
 local RUN_MT = {
   __name = 'tp.results.Run',
+  __complete = RUN_COMPLETE,
   __index = function(run, k)
     if DETAIL[k] then
       load_details(run)
@@ -486,6 +516,10 @@ end
 function Run:file()
   local f = FILE[self]
   return f.path, f.kind
+end
+
+for k, f in pairs(Run) do
+  RUN_COMPLETE[k] = f
 end
 
 --- Returns true when `v` is a run of a result set.
@@ -538,17 +572,25 @@ end
 -- Reads, validates and summarises one file: returns an outcome {kind = 'run', summary, kind_of}
 -- | {kind = 'error', message, code} | {kind = 'skipped', reason}, and its stat.
 local function examine(path, explicit)
-  local doc, st, nonfinite = read_doc(path)
+  local doc, st, nonfinite, text = read_doc(path, SKIPPED_ON_LOAD)
   if doc == nil then
     return { kind = 'error', message = st, code = nonfinite }
   end
   local out
   local ok, err = pcall(function()
-    validate(path, doc)
+    validate(path, doc, text)
     local kind, why = classify(doc, path, explicit)
     if not kind then
       out = { kind = 'skipped', reason = why }
       return
+    end
+    if kind == 'tprimat' then
+      -- Its step times are summarised here (recompute_perf): decode them.
+      for _, k in ipairs({ 'step_times', 'raw_step_times' }) do
+        if json.is_skipped(doc[k]) then
+          doc[k] = json.decode_skipped(text, doc[k])
+        end
+      end
     end
     local summary = summarise(doc, path, kind, nonfinite)
     summary.path = nil
@@ -719,6 +761,7 @@ local ResultSet = {}
 
 local SET_MT = {
   __name = 'tp.results.ResultSet',
+  __complete = ResultSet,  -- for the prompt's completion (lua/tplua.c): __index is a function
   __index = function(set, k)
     if math.type(k) == 'integer' then
       return set.runs[k]

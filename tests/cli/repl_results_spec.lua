@@ -55,6 +55,13 @@ describe('tplua repl DIR', function()
       { '-x', P }, mark(7), { '-x', P }, { '-s', 'r = R[1]\n' },
       { '-x', P }, { '-s', 'r.tokens_per_s_p\t' }, { '-x', 'r.tokens_per_s_per_gpu' },
       { '-s', '\n' }, { '-x', '13643.79' },
+      -- Fields loaded on first access, and methods, complete too (the run's __index is a
+      -- function; its metatable lists them in __complete).
+      { '-x', P }, { '-s', 'n = r.loss_v\t' }, { '-x', 'n = r.loss_values' },
+      { '-s', "\nprint(type(n) .. '/' .. tostring(r:details_loaded()))\n" }, { '-x', 'table/true' },
+      { '-x', P }, { '-s', 'r:drop_d\t' }, { '-x', 'r:drop_details(' }, { '-s', ')\n' },
+      { '-x', P }, { '-s', "print('loaded:' .. tostring(r:details_loaded()))\n" },
+      { '-x', 'loaded:false' },
       { '-x', P }, mark(8), { '-x', P }, { '-s', 'convergence(R)\n' },
       { '-x', 'curves_agree' },
       { '-x', P }, mark(9), { '-x', P }, { '-s', "R:plot('pie')\n" },
