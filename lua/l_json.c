@@ -482,9 +482,9 @@ static bool dec_value(JsonDec *d, const cJSON *it) {
 //
 // The skipped text is still checked in full, by one pass of the grammar below (RFC 8259 §2-§7:
 // structure, number syntax, literals, and strings through scan_string), so a file decoded with
-// skip is accepted exactly when it is accepted without. Any failure on this path (bad input,
-// a key written with escapes, a duplicate key) falls back to the ordinary decode, which then
-// reports the problem with its usual message.
+// skip is accepted exactly when it is accepted without, duplicate keys included. Any failure on
+// this path (bad input, a key written with escapes, a duplicate key) falls back to the ordinary
+// decode, which then reports the problem with its usual message.
 
 #define SKIPPED_MT "tp.json.skipped"
 
@@ -559,10 +559,105 @@ static inline bool skip_string(JsonDec *d, size_t *pos) {
   return scan_string(d, pos);
 }
 
+// Keys of the objects open in skip_value, to find duplicates as the ordinary decode does: each
+// key's raw text (between its quotes) and a hash of it; start[k] is where the keys of the object
+// open at depth k begin.
+typedef struct KeyEnt {
+  uint64_t hash;
+  size_t at, len;
+} KeyEnt;
+
+typedef struct SkipKeys {
+  KeyEnt *ents;
+  size_t n, cap;
+  size_t start[CJSON_NESTING_LIMIT + 1];
+} SkipKeys;
+
+static int keyent_cmp(const void *a, const void *b) {
+  const KeyEnt *x = a, *y = b;
+  if (x->hash != y->hash) {
+    return x->hash < y->hash ? -1 : 1;
+  }
+  return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static bool same_key(const unsigned char *s, const KeyEnt *x, const KeyEnt *y) {
+  return x->hash == y->hash && x->len == y->len && memcmp(s + x->at, s + y->at, x->len) == 0;
+}
+
+// True when the k keys at e are all different (sorting them when there are many).
+static bool keys_unique(const unsigned char *s, KeyEnt *e, size_t k) {
+  if (k <= 8) {
+    for (size_t a = 1; a < k; a++) {
+      for (size_t b = 0; b < a; b++) {
+        if (same_key(s, &e[a], &e[b])) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+  qsort(e, k, sizeof *e, keyent_cmp);
+  for (size_t a = 0; a < k;) {
+    size_t z = a + 1;
+    while (z < k && e[z].hash == e[a].hash && e[z].len == e[a].len) {
+      z++;
+    }
+    for (size_t x = a + 1; x < z; x++) {  // equal hashes: compare the text
+      for (size_t y = a; y < x; y++) {
+        if (same_key(s, &e[x], &e[y])) {
+          return false;
+        }
+      }
+    }
+    a = z;
+  }
+  return true;
+}
+
+// Records the key whose quoted text is s[at, end); false for a key with escapes (two spellings
+// of one key would compare unequal here: those inputs take the ordinary decode) or no memory.
+static bool add_key(SkipKeys *keys, const unsigned char *s, size_t at, size_t end) {
+  size_t len = end - at - 2;
+  if (memchr(s + at + 1, '\\', len)) {
+    return false;
+  }
+  if (keys->n == keys->cap) {
+    size_t cap = keys->cap ? keys->cap * 2 : 64;
+    KeyEnt *e = realloc(keys->ents, cap * sizeof *e);
+    if (!e) {
+      return false;
+    }
+    keys->ents = e;
+    keys->cap = cap;
+  }
+  uint64_t h = 14695981039346656037u;  // FNV-1a
+  for (size_t k = at + 1; k < end - 1; k++) {
+    h = (h ^ s[k]) * 1099511628211u;
+  }
+  keys->ents[keys->n++] = (KeyEnt){h, at + 1, len};
+  return true;
+}
+
+static bool skip_value_in(JsonDec *d, size_t *pos, SkipInfo *info, SkipKeys *keys);
+
 // Checks one JSON value starting at s[*pos] (no leading whitespace) and moves *pos past it;
-// fills *info (when not NULL) with its kind and the kinds of its direct children. Iterative: the
-// open containers are kept in `open` (at most d->max_depth of them).
+// fills *info (when not NULL) with its kind and the kinds of its direct children.
 static bool skip_value(JsonDec *d, size_t *pos, SkipInfo *info) {
+  SkipKeys *keys = malloc(sizeof *keys);
+  if (!keys) {
+    return false;
+  }
+  keys->ents = NULL;
+  keys->n = keys->cap = 0;
+  bool ok = skip_value_in(d, pos, info, keys);
+  free(keys->ents);
+  free(keys);
+  return ok;
+}
+
+// skip_value's loop. Iterative: the open containers are kept in `open` (at most d->max_depth).
+static bool skip_value_in(JsonDec *d, size_t *pos, SkipInfo *info, SkipKeys *keys) {
   const unsigned char *s = d->s;
   size_t n = d->n, i = *pos;
   char open[CJSON_NESTING_LIMIT + 1];
@@ -603,6 +698,7 @@ static bool skip_value(JsonDec *d, size_t *pos, SkipInfo *info) {
         if (depth + 2 > d->max_depth) {  // the top-level object is level 1, this member 2
           return false;
         }
+        keys->start[depth] = keys->n;
         open[depth++] = (char)c;
         i = skip_ws(s, n, i + 1);
         if (i < n && s[i] == (kind == SK_OBJECT ? '}' : ']')) {
@@ -654,6 +750,13 @@ static bool skip_value(JsonDec *d, size_t *pos, SkipInfo *info) {
       if (s[i] == (top == '{' ? '}' : ']')) {
         i++;
         depth--;
+        if (top == '{') {
+          size_t first = keys->start[depth];
+          if (!keys_unique(s, keys->ents + first, keys->n - first)) {
+            return false;  // a duplicate key
+          }
+          keys->n = first;
+        }
         continue;
       }
       if (s[i] != ',') {
@@ -665,7 +768,8 @@ static bool skip_value(JsonDec *d, size_t *pos, SkipInfo *info) {
     }
     if (!closed) {
       // A key and its colon.
-      if (i >= n || s[i] != '"' || !skip_string(d, &i)) {
+      size_t key_at = i;
+      if (i >= n || s[i] != '"' || !skip_string(d, &i) || !add_key(keys, s, key_at, i)) {
         return false;
       }
       i = skip_ws(s, n, i);

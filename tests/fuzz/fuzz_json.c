@@ -1,7 +1,10 @@
 // libFuzzer target for tp._json: decodes arbitrary bytes in protected mode. Whatever decodes must
-// encode, and that text must decode and encode again to the same bytes.
+// encode, and that text must decode and encode again to the same bytes. Decoding with `skip`
+// (every member of the object, or a few names when it is not one) must fail with the same
+// message, or give the same members, each skipped one decoding from its text to the same value.
 #include <lauxlib.h>
 #include <lua.h>
+#include <lualib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +36,38 @@ static void call(lua_State *L, int json, const char *fn, int idx) {
   lua_call(L, 2, 2);
 }
 
+static const char skip_oracle[] =
+    "local json, input = ...\n"
+    "local opts = { null = json.null }\n"
+    "local full, ferr = json.decode(input, opts)\n"
+    "local is_obj = type(full) == 'table' and getmetatable(full) ~= json.array_mt\n"
+    "local keys = { 'a', 'b', 'records' }\n"
+    "if is_obj then\n"
+    "  keys = {}\n"
+    "  for k in pairs(full) do keys[#keys + 1] = k end\n"
+    "end\n"
+    "local part, perr = json.decode(input, { null = json.null, skip = keys })\n"
+    "if (full == nil) ~= (part == nil) or ferr ~= perr then\n"
+    "  return 'outcome differs: ' .. tostring(ferr) .. ' / ' .. tostring(perr)\n"
+    "end\n"
+    "if full == nil then return nil end\n"
+    "local enc = { allow_nan = true, sort_keys = true }\n"
+    "if not is_obj then\n"
+    "  if json.encode(full, enc) ~= json.encode(part, enc) then return 'value differs' end\n"
+    "  return nil\n"
+    "end\n"
+    "for k, v in pairs(full) do\n"
+    "  local p = part[k]\n"
+    "  if getmetatable(p) == json.skipped_mt then\n"
+    "    p = json.decode(input:sub(p.first, p.last), opts)\n"
+    "  end\n"
+    "  if json.encode(v, enc) ~= json.encode(p, enc) then return 'member differs: ' .. k end\n"
+    "end\n"
+    "for k in pairs(part) do\n"
+    "  if full[k] == nil then return 'extra member: ' .. k end\n"
+    "end\n"
+    "return nil\n";
+
 static int run(lua_State *L) {
   // [input]
   lua_pushcfunction(L, luaopen_tp__json);
@@ -56,6 +91,22 @@ static int run(lua_State *L) {
   return 0;
 }
 
+static int run_skip(lua_State *L) {
+  // [input]
+  luaL_openlibs(L);
+  if (luaL_loadstring(L, skip_oracle) != LUA_OK) {
+    oracle_failed(L, "skip oracle does not load");
+  }
+  lua_pushcfunction(L, luaopen_tp__json);
+  lua_call(L, 0, 1);
+  lua_pushvalue(L, 1);  // [input, oracle, json, input]
+  lua_call(L, 2, 1);
+  if (!lua_isnil(L, -1)) {
+    oracle_failed(L, "decoding with skip");
+  }
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lua_State *L = luaL_newstate();
   if (!L) {
@@ -64,6 +115,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lua_pushcfunction(L, run);
   lua_pushlstring(L, (const char *)data, size);
   lua_pcall(L, 1, 0, 0);  // a raise (out of memory, stack) is an answer, not a crash
+  lua_settop(L, 0);
+  lua_pushcfunction(L, run_skip);
+  lua_pushlstring(L, (const char *)data, size);
+  lua_pcall(L, 1, 0, 0);
   lua_close(L);
   return 0;
 }
