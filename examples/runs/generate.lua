@@ -492,21 +492,21 @@ for _, p in ipairs({ 'amd', 'nvd' }) do
   end
 end
 
+-- The run's identity goes in through `tplua extract`'s flags, as a user who trained elsewhere
+-- would give it. No --gpu: no GPU ran these logs, so the records name none (tplua compare and
+-- tplua report take the catalog rows with --hardware).
 local extract = require('tp.cmd.extract')
 for _, w in ipairs(written) do
-  local code = extract.run({ '--quiet', '--json-dir', w.dir, w.path })
+  local run = w.run
+  local dataset = run.config.training.dataset
+  assert(type(dataset) == 'string', 'the recipe names its dataset')
+  local code = extract.run({ '--quiet', '--json-dir', w.dir, '--platform', run.platform,
+    '--framework', run.framework, '--model', run.model, '--methodology', run.methodology,
+    '--repeat', tostring(run['repeat']), '--run-id', run.id, '--experiment', plan.experiment,
+    '--dataset', dataset, w.path })
   assert(code == 0, 'tplua extract failed on ' .. w.path)
-  -- `tplua extract` has no flags for the run's identity: add it, as tp.campaign would.
   local json_path = w.path:gsub('%.log$', '.json')
   local rec = assert(tp.json.load_file(json_path))
-  rec.platform = w.run.platform
-  rec.model = w.run.model
-  rec.methodology = w.run.methodology
-  rec['repeat'] = w.run['repeat']
-  rec.run_id = w.run.id
-  rec.experiment = plan.experiment
-  rec.dataset = w.run.config.training.dataset
-  assert(tp.record.save(rec, json_path))
   io.stdout:write(string.format('wrote %s (%d records, %s)\n', json_path, #rec.records,
     rec.status))
 end

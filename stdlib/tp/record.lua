@@ -53,16 +53,22 @@ M.RECORD_FIELDS = {
   'power_w_per_gpu', 'timestamp', 'time_s', 'rank', 'line', 'extra',
 }
 
--- Options: the three overrides, what goes into `source`, and what is copied to the top level.
+--- The platform names a record's `platform` takes: AMD/ROCm, NVIDIA/CUDA, and runs without a GPU
+--- (tp.run writes 'cpu' when the probe finds no device).
+M.PLATFORMS = { 'amd', 'nvd', 'cpu' }
+
+-- Options: the three overrides, what goes into `source`, what is copied to the top level, and
+-- the catalog id of the GPU (tp.hardware) that gives gpu_info and MFU.
 local OPT_TYPES = {
   gbs = 'number', seq_len = 'number', gpus = 'number',
   path = 'string', sha256 = 'string', size_bytes = 'number', command = 'string',
   exit_status = 'number', started_at = 'string', finished_at = 'string',
   platform = 'string', framework = 'string', model = 'string', dataset = 'string',
-  methodology = 'string', ['repeat'] = 'number', gpu_info = 'table',
+  methodology = 'string', ['repeat'] = 'number', gpu_info = 'table', run_id = 'string',
+  experiment = 'string', hardware = 'string',
 }
 local TOP_LEVEL = { 'platform', 'framework', 'model', 'dataset', 'methodology', 'repeat',
-  'gpu_info' }
+  'gpu_info', 'run_id', 'experiment' }
 
 local function check_opts(opts)
   if opts == nil then
@@ -86,6 +92,12 @@ local function check_opts(opts)
     if v ~= nil and (math.tointeger(v) == nil or v < 1) then
       error(string.format("tp.record.from_log: option '%s' must be a positive integer, got %s", k,
         tostring(v)), 3)
+    end
+  end
+  if opts.hardware ~= nil then
+    local row, err = require('tp.hardware').get(opts.hardware)
+    if not row then
+      error('tp.record.from_log: ' .. err, 3)
     end
   end
   return opts
@@ -426,6 +438,82 @@ local function build_performance(records, cfg, diags)
   return perf
 end
 
+-- The precisions tp.metrics.mfu takes a peak for.
+local MFU_PRECISIONS = { fp32 = true, tf32 = true, bf16 = true, fp16 = true, fp8 = true,
+  fp4 = true }
+
+-- Model FLOPs utilisation of the run on catalog GPU `hw_id` (tp.metrics.mfu, Megatron's FLOPs per
+-- token): adds perf.mfu (a fraction), perf.tflops_per_gpu (model TFLOP/s per GPU) and
+-- perf.mfu_basis, or a missing_config warning naming what is lacking. The precision is the
+-- log's; when the log does not show it, bf16 is assumed and said so.
+local function add_mfu(perf, cfg, model, hw_id, diags)
+  local missing, flags = {}, {}
+  if model == nil then
+    missing[#missing + 1] = 'the model'
+    flags[#flags + 1] = '--model'
+  elseif not require('tp.models').get(model) then
+    diag(diags, 'missing_config', 'warning', string.format(
+      "MFU not computed: model '%s' is not in the model catalog (tp.models)", model))
+    return
+  end
+  local gpus, seq = math.tointeger(cfg.num_gpus), math.tointeger(cfg.sequence_length)
+  if gpus == nil or gpus < 1 then
+    missing[#missing + 1] = 'the GPU count'
+    flags[#flags + 1] = '--gpus'
+  end
+  if seq == nil or seq < 1 then
+    missing[#missing + 1] = 'the sequence length'
+    flags[#flags + 1] = '--seq-len'
+  end
+  if #missing == 0 and not is_finite(perf.tokens_per_second) then
+    diag(diags, 'missing_config', 'warning', 'MFU not computed: tokens/s is not known')
+    return
+  end
+  if #missing > 0 then
+    diag(diags, 'missing_config', 'warning', string.format(
+      'MFU not computed: %s %s not known; give %s (tplua extract %s)',
+      table.concat(missing, ' and '), #missing > 1 and 'are' or 'is',
+      #missing > 1 and 'them' or 'it', table.concat(flags, ' ')))
+    return
+  end
+  local precision, assumed = cfg.precision, false
+  if not MFU_PRECISIONS[precision] then
+    precision, assumed = 'bf16', true
+  end
+  local r, err = require('tp.metrics').mfu({ tokens_per_s = perf.tokens_per_second, gpus = gpus,
+    model = model, seq_len = seq, precision = precision, hardware = hw_id })
+  if not r then
+    diag(diags, 'missing_config', 'warning', err)
+    return
+  end
+  if assumed then
+    diag(diags, 'precision_assumed', 'info', string.format(
+      'the log does not show the precision: MFU is against the %s bf16 peak', hw_id))
+  end
+  perf.mfu = r.mfu
+  perf.tflops_per_gpu = r.achieved_tflops_per_gpu
+  perf.mfu_basis = {
+    hardware = r.hardware,
+    precision = r.precision,
+    precision_assumed = assumed,
+    peak_tflops = r.peak_tflops,
+    convention = r.convention,
+    flops_per_token = r.flops_per_token,
+    mfu_vs_bf16 = r.mfu_vs_bf16 or null,
+    peak_tflops_bf16 = r.peak_tflops_bf16 or null,
+  }
+end
+
+-- gpu_info from a catalog row: its name, the run's GPU count and the catalog id.
+local function gpu_info_of(hw_id, cfg)
+  local row = assert(require('tp.hardware').get(hw_id))
+  return {
+    device_name = row.name,
+    device_count = math.tointeger(cfg.num_gpus) or null,
+    hardware = row.id,
+  }
+end
+
 -- Each memory metric is the peak of some record fields and some memory-report fields.
 local MEM_GROUPS = {
   { key = 'peak_memory_allocated_gib', rf = { 'mem_allocated_gib', 'mem_max_allocated_gib' },
@@ -556,6 +644,26 @@ function M.from_log(log, opts)
 
   rec.training_config = build_training_config(log, records, opts, diags)
   rec.performance_metrics = build_performance(records, rec.training_config, diags)
+  if opts.hardware then
+    if rec.gpu_info == null then
+      rec.gpu_info = gpu_info_of(opts.hardware, rec.training_config)
+    end
+    -- The GPU the log names (meta.device_name: torchtitan's "CUDA capacity: <name> with ...",
+    -- Primus' "Detected GPU model: <name>"), when the catalog knows it and it is another one, is
+    -- reported like a flag that overrides the log.
+    local shown = (log.meta or {}).device_name
+    if type(shown) == 'string' then
+      local row = require('tp.hardware').match({ name = shown })
+      if row and row.id ~= opts.hardware then
+        diag(diags, 'config_override', 'warning', string.format(
+          "GPU %s from the command line overrides the log's device '%s' (%s)", opts.hardware,
+          shown, row.id))
+      end
+    end
+    if #records > 0 then
+      add_mfu(rec.performance_metrics, rec.training_config, opts.model, opts.hardware, diags)
+    end
+  end
   rec.memory_metrics = build_memory(records, log.memory)
   rec.args = log.args or {}
   rec.params = log.params or null
@@ -606,7 +714,12 @@ end
 ---@field dataset? string
 ---@field methodology? string
 ---@field repeat? integer
----@field gpu_info? table
+---@field run_id? string
+---@field experiment? string
+---@field gpu_info? table devices as probed; with `hardware` alone it is {device_name=,
+---  device_count=, hardware=} from the catalog row
+---@field hardware? string catalog id of the GPU (tp.hardware.ids()): gpu_info when none is given,
+---  and MFU (performance_metrics.mfu) when `model` is in tp.models
 
 --- Writes a record as pretty JSON with sorted keys, atomically (a crash or an error leaves the
 --- old file or none, never a partial one).

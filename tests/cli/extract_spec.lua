@@ -653,6 +653,275 @@ describe('tplua extract', function()
     end)
   end)
 
+  describe('identity flags', function()
+    local smoke = FIXTURES .. '/primus/dsv4_smoke_ep8_pp1_full.log'
+    local titan = FIXTURES .. '/torchtitan/qwen3_14b_b200_nocolor_logfreq1.log'
+    local bare = FIXTURES .. '/megatron/issue673_nine_digit_train_iters.log'
+
+    -- Megatron FLOPs per token of Llama 3.1 8B (32 layers, hidden 4096): 46,638,563,328 at
+    -- sequence length 2048 (tp.models' documented value), less the attention term
+    -- 6 x layers x hidden x sequence length for the 1920 positions below 2048.
+    local FPT_8B_128 = 46638563328 - 6 * 32 * 4096 * (2048 - 128)
+    local FPT_8B_2048 = 46638563328
+    -- Dense BF16 peaks of the catalog (AMD CDNA 4 whitepaper, derived as tp.hardware says;
+    -- NVIDIA H100 whitepaper Table 3).
+    local MI355X_BF16, H100_BF16 = 2516.6, 989.4
+
+    local function diag_of(rec, kind, text)
+      for _, d in ipairs(rec.diagnostics) do
+        if d.kind == kind and (text == nil or d.message:find(text, 1, true)) then
+          return d
+        end
+      end
+      return nil
+    end
+
+    local function need(...)
+      for _, p in ipairs({ ... }) do
+        if not h.read(p) then
+          pending('fixture not present: ' .. p)
+          return false
+        end
+      end
+      if not json_ok then
+        pending('tp.json not present')
+        return false
+      end
+      return true
+    end
+
+    it('writes every flag into the record, and MFU from --model and --gpu', function()
+      if not need(smoke) then
+        return
+      end
+      local r, rec = extract_json(smoke, { '--platform', 'amd', '--framework', 'primus',
+        '--model', 'llama3.1-8b', '--gpu', 'mi355x', '--methodology', 'identical_config',
+        '--repeat', '3', '--run-id', 'amd-primus-smoke-r3', '--experiment', 'smoke test',
+        '--dataset', 'bc' })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal('amd', rec.platform)
+      assert.are.equal('primus', rec.framework)
+      assert.are.equal('primus', rec.format)
+      assert.are.equal('llama3.1-8b', rec.model)
+      assert.are.equal('identical_config', rec.methodology)
+      assert.are.equal(3, rec['repeat'])
+      assert.are.equal('amd-primus-smoke-r3', rec.run_id)
+      assert.are.equal('smoke test', rec.experiment)
+      assert.are.equal('bc', rec.dataset)
+      assert.are.same({ device_name = 'AMD Instinct MI355X', device_count = 8,
+        hardware = 'mi355x' }, rec.gpu_info)
+      local p = rec.performance_metrics
+      local tps = 16 * 128 / p.avg_step_time_seconds
+      check_value('tokens/s', p.tokens_per_second, tps)
+      check_value('MFU', p.mfu, tps * FPT_8B_128 / (8 * MI355X_BF16 * 1e12))
+      check_value('model TFLOP/s/GPU', p.tflops_per_gpu, tps * FPT_8B_128 / 8 / 1e12)
+      assert.are.equal('mi355x', p.mfu_basis.hardware)
+      assert.are.equal('bf16', p.mfu_basis.precision) -- the log's own (--bf16)
+      assert.is_false(p.mfu_basis.precision_assumed)
+      assert.are.equal(MI355X_BF16, p.mfu_basis.peak_tflops)
+      assert.are.equal(FPT_8B_128, p.mfu_basis.flops_per_token)
+      assert.are.equal('megatron', p.mfu_basis.convention)
+      assert.is_nil(diag_of(rec, 'missing_config'))
+      assert.is_nil(diag_of(rec, 'config_override')) -- the log's "Detected GPU model: MI355X"
+    end)
+
+    it('warns when --gpu is not the GPU the log names', function()
+      if not need(smoke) then
+        return
+      end
+      local r, rec = extract_json(smoke, { '--gpu', 'mi300x', '--model', 'llama3.1-8b' })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal('mi300x', rec.gpu_info.hardware)
+      assert.is_table(diag_of(rec, 'config_override', "GPU mi300x from the command line "
+        .. "overrides the log's device 'MI355X' (mi355x)"))
+    end)
+
+    it('prints the identity, the GPU and MFU in the summary', function()
+      if not h.read(smoke) then
+        pending('fixture not present: ' .. smoke)
+        return
+      end
+      local r = h.run({ 'extract', smoke, '--model', 'llama3.1-8b', '--gpu', 'mi355x',
+        '--run-id', 'x1', '--repeat', '2' })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.is_truthy(r.stdout:find('  identity: run id x1, platform amd, model llama3.1-8b, '
+        .. 'repeat 2\n', 1, true), r.stdout)
+      assert.is_truthy(r.stdout:find('  GPU: AMD Instinct MI355X x 8 (mi355x)\n', 1, true))
+      assert.is_truthy(r.stdout:find('  MFU: 0.9 % (model TFLOP/s/GPU 22.6 of the mi355x bf16 '
+        .. 'peak 2516.6, megatron FLOPs/token 45128613888)\n', 1, true), r.stdout)
+    end)
+
+    it('leaves the identity null and computes no MFU without the flags', function()
+      if not need(smoke) then
+        return
+      end
+      local r, rec = extract_json(smoke)
+      assert.are.equal(0, r.code, r.stderr)
+      for _, k in ipairs({ 'platform', 'model', 'methodology', 'repeat', 'run_id', 'experiment',
+        'dataset', 'gpu_info' }) do
+        assert(is_null(rec[k]), k .. ' should be null')
+      end
+      assert.are.equal('primus', rec.framework) -- the log's format
+      assert.is_nil(rec.performance_metrics.mfu)
+      -- The model alone names no peak: no MFU and nothing to report.
+      r, rec = extract_json(smoke, { '--model', 'llama3.1-8b' })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.is_nil(rec.performance_metrics.mfu)
+      assert(is_null(rec.gpu_info))
+      -- The GPU alone: gpu_info, and a warning that the model is needed for MFU.
+      r, rec = extract_json(smoke, { '--gpu', 'mi355x' })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.is_nil(rec.performance_metrics.mfu)
+      assert.are.equal('amd', rec.platform) -- the vendor of --gpu
+      assert.are.equal(8, rec.gpu_info.device_count)
+      assert.is_table(diag_of(rec, 'missing_config', 'MFU not computed: the model is not known; '
+        .. 'give it (tplua extract --model)'))
+    end)
+
+    it('computes MFU once --gbs, --seq-len and --gpus make it computable', function()
+      if not need(bare) then
+        return
+      end
+      local r, rec = extract_json(bare, { '--model', 'llama3.1-8b', '--gpu', 'h100-sxm' })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.is_nil(rec.performance_metrics.mfu)
+      assert(is_null(rec.gpu_info.device_count), 'the log shows no GPU count')
+      assert.is_table(diag_of(rec, 'missing_config', 'MFU not computed: the GPU count and the '
+        .. 'sequence length are not known; give them (tplua extract --gpus --seq-len)'))
+      r, rec = extract_json(bare, { '--model', 'llama3.1-8b', '--gpu', 'h100-sxm', '--gbs', '16',
+        '--seq-len', '2048', '--gpus', '8' })
+      assert.are.equal(0, r.code, r.stderr)
+      local p = rec.performance_metrics
+      local tps = 16 * 2048 / p.avg_step_time_seconds
+      check_value('MFU', p.mfu, tps * FPT_8B_2048 / (8 * H100_BF16 * 1e12))
+      assert.are.equal(8, rec.gpu_info.device_count)
+      assert.are.equal('NVIDIA H100 SXM5 80GB', rec.gpu_info.device_name)
+      assert.are.equal('nvd', rec.platform)
+      -- The log shows no precision: bf16 is assumed, and said so.
+      assert.is_true(p.mfu_basis.precision_assumed)
+      assert.is_table(diag_of(rec, 'precision_assumed'))
+      assert.is_nil(diag_of(rec, 'missing_config', 'MFU'))
+    end)
+
+    it('uses the precision the log shows, or says bf16 is assumed', function()
+      if not need(titan) then
+        return
+      end
+      -- torchtitan on B200: the log prints no precision.
+      local r, rec = extract_json(titan, { '--model', 'qwen2.5-14b', '--gpu', 'b200' })
+      assert.are.equal(0, r.code, r.stderr)
+      local p = rec.performance_metrics
+      assert.is_number(p.mfu)
+      assert.are.equal('bf16', p.mfu_basis.precision)
+      assert.is_true(p.mfu_basis.precision_assumed)
+      assert.is_table(diag_of(rec, 'precision_assumed', 'b200 bf16 peak'))
+    end)
+
+    it('accepts a framework whose runs print the log format, refuses one whose do not', function()
+      if not need(smoke, bare) then
+        return
+      end
+      -- Primus running Megatron-LM without its logger prefix logs in Megatron's format.
+      local r, rec = extract_json(bare, { '--framework', 'primus' })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal('primus', rec.framework)
+      assert.are.equal('megatron', rec.format)
+      local dir = h.tmpdir()
+      r = h.run({ 'extract', smoke, '--framework', 'nemo', '--json', dir .. '/x.json' })
+      assert.are.equal(2, r.code)
+      assert.are.equal("tplua extract: option '--framework': nemo does not fit " .. smoke
+        .. ', whose format is primus (record not written)\n', r.stderr)
+      assert.is_nil(h.read(dir .. '/x.json'))
+      -- With several LOGs, the others are still extracted; the status is 2.
+      r = h.run({ 'extract', '--quiet', smoke, bare, '--framework', 'megatron', '--json-dir',
+        dir })
+      assert.are.equal(2, r.code)
+      assert.is_nil(h.read(dir .. '/dsv4_smoke_ep8_pp1_full.json'))
+      assert.are.equal('megatron', json.decode(h.read(dir
+        .. '/issue673_nine_digit_train_iters.json')).framework)
+    end)
+
+    it('gives each LOG its run id from {n} and {stem}', function()
+      if not need(smoke, bare) then
+        return
+      end
+      local dir = h.tmpdir()
+      local r = h.run({ 'extract', '--quiet', '--json-dir', dir, '--run-id', 'run{n}-{stem}',
+        smoke, bare })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal('run1-dsv4_smoke_ep8_pp1_full',
+        json.decode(h.read(dir .. '/dsv4_smoke_ep8_pp1_full.json')).run_id)
+      assert.are.equal('run2-issue673_nine_digit_train_iters',
+        json.decode(h.read(dir .. '/issue673_nine_digit_train_iters.json')).run_id)
+    end)
+
+    it('refuses bad values with exit 2, naming the flag', function()
+      local function usage(args, msg)
+        local r = h.run(args)
+        assert.are.equal(2, r.code, table.concat(args, ' '))
+        local first = r.stderr:match('^[^\n]*')
+        assert.are.equal('tplua extract: ' .. msg, first)
+        assert.is_truthy(r.stderr:find('usage: tplua extract', 1, true))
+      end
+      usage({ 'extract', 'x.log', '--platform', 'AMD' },
+        "option '--platform': unknown platform 'AMD'; close: amd, nvd")
+      usage({ 'extract', 'x.log', '--platform', 'rocm' },
+        "option '--platform': unknown platform 'rocm'; known: amd, nvd, cpu")
+      usage({ 'extract', 'x.log', '--model', 'llama3-8b' },
+        "option '--model': unknown model 'llama3-8b'; close: llama3.1-8b, llama3.2-1b, "
+          .. 'llama3.2-3b')
+      usage({ 'extract', 'x.log', '--model', 'qwen-7b' },
+        "option '--model': unknown model 'qwen-7b'; close: qwen2.5-7b, qwen2.5-72b")
+      usage({ 'extract', 'x.log', '--gpu', 'h100' },
+        "option '--gpu': unknown GPU 'h100'; close: h100-sxm, h100-pcie, h200, b200")
+      usage({ 'extract', 'x.log', '--gpu', 'mi300x', '--platform', 'nvd' },
+        "option '--gpu': mi300x is an AMD GPU, but '--platform' is nvd")
+      usage({ 'extract', 'x.log', '--gpu', 'h100-sxm', '--platform', 'cpu' },
+        "option '--gpu': h100-sxm is an NVIDIA GPU, but '--platform' is cpu")
+      usage({ 'extract', 'x.log', '--methodology', 'identical' },
+        "option '--methodology': unknown methodology 'identical'; close: identical_config")
+      usage({ 'extract', 'x.log', '--framework', 'megatron-lm' },
+        "option '--framework': unknown framework 'megatron-lm'; close: megatron")
+      usage({ 'extract', 'x.log', '--framework', 'megatron', '--format', 'nemo' },
+        "option '--framework': megatron does not fit '--format nemo'")
+      usage({ 'extract', 'x.log', '--repeat', '0' }, "option '--repeat' must be at least 1, got 0")
+      usage({ 'extract', 'x.log', '--repeat', '1.5' },
+        "option '--repeat': integer expected, got '1.5'")
+      usage({ 'extract', 'x.log', '--seq-len', '-5' },
+        "option '--seq-len' must be at least 1, got -5")
+      usage({ 'extract', 'x.log', '--dataset', '' }, "option '--dataset' is empty")
+      usage({ 'extract', 'x.log', '--experiment', 'a\tb' },
+        "option '--experiment' contains a control character")
+      usage({ 'extract', 'x.log', '--run-id', 'a/b' }, "option '--run-id': 'a/b' has a "
+        .. "character other than letters, digits, '.', '_', '-' (and {n}, {stem})")
+      usage({ 'extract', 'x.log', '--run-id', 'r{i}' },
+        "option '--run-id': 'r{i}' has a placeholder other than {n} and {stem}")
+      -- Terminal escapes are shown as \ddd, long values cut.
+      local r = h.run({ 'extract', 'x.log', '--model', 'a\27[31mb' })
+      assert.are.equal(2, r.code)
+      assert.is_truthy(r.stderr:find("unknown model 'a\\027[31mb'; known: llama3.1-8b,", 1,
+        true), r.stderr)
+      r = h.run({ 'extract', 'x.log', '--gpu', string.rep('x', 5000) })
+      assert.are.equal(2, r.code)
+      assert.is_truthy(r.stderr:find("unknown GPU '" .. string.rep('x', 64) .. "...'; known: ",
+        1, true), r.stderr)
+    end)
+
+    it('refuses one --run-id for several LOGs, and ids that collide', function()
+      local function usage(args, msg)
+        local r = h.run(args)
+        assert.are.equal(2, r.code, table.concat(args, ' '))
+        assert.are.equal('tplua extract: ' .. msg, r.stderr:match('^[^\n]*'))
+      end
+      usage({ 'extract', 'a.log', 'b.log', '--json-dir', 'd', '--run-id', 'r1' },
+        "option '--run-id' names one run but 2 LOGs are given; put {n} or {stem} in it")
+      usage({ 'extract', 'a/x.log', 'b/x.log', '--run-id', 'r-{stem}' },
+        "option '--run-id': 'r-{stem}' gives 'r-x' for both a/x.log and b/x.log")
+      usage({ 'extract', 'my run.log', '--run-id', '{stem}' },
+        "option '--run-id': '{stem}' gives 'my run' for my run.log, not a valid run id")
+    end)
+  end)
+
   describe('writing', function()
     local log = FIXTURES .. '/megatron/issue673_nine_digit_train_iters.log'
 

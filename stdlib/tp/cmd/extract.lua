@@ -8,12 +8,16 @@ M.summary = 'parse training logs into run records (step time, tokens/s, loss, di
 
 M.usage = [[
 usage: tplua extract LOG... [--format F] [--gbs N] [--seq-len N] [--gpus N]
+                            [--platform P] [--framework F] [--model ID] [--gpu ID]
+                            [--methodology NAME] [--dataset NAME] [--repeat N]
+                            [--run-id ID] [--experiment NAME]
                             [--json OUT | --json-dir DIR] [--quiet]
 
 Parses each LOG (Megatron-LM, Primus, NeMo, torchtitan; detected unless --format is given),
 builds its run record (schema tplua.run/1) and prints a summary: format, records, the
 steady-state window (MSER-5), step-time statistics over it, tokens/s = global batch x sequence
-length / mean step time, tokens/s/GPU, loss first -> last, and the diagnostics.
+length / mean step time, tokens/s/GPU, MFU (with --model and --gpu), loss first -> last, and
+the diagnostics.
 
 options:
   --format F      parse with this parser instead of detecting the format
@@ -25,9 +29,26 @@ options:
   --quiet         print nothing but errors
   -h, --help      show this help
 
+the run's identity (written at the top level of each record; the log does not say it):
+  --platform P       amd, nvd or cpu (default: the vendor of --gpu, if given)
+  --framework F      megatron, nemo, primus or torchtitan (default: the log's format); must
+                     fit the log: a Primus run can log in Megatron-LM's or torchtitan's format
+  --model ID         model catalog id (tp.models: llama3.1-8b, qwen2.5-7b, ...)
+  --gpu ID           GPU catalog id (tp.hardware: h100-sxm, mi300x, ...): gpu_info, and MFU
+                     against its dense peak at the log's precision (bf16 when not shown)
+                     when --model is given too
+  --methodology M    identical_config or maximum_performance
+  --dataset NAME     dataset name
+  --repeat N         repeat number (1, 2, ...)
+  --run-id ID        run id (letters, digits, '.', '_', '-'); with several LOGs it must
+                     contain {n} (the LOG's position, 1, 2, ...) or {stem} (its file name
+                     without extension), and the ids it gives must differ
+  --experiment NAME  experiment name
+
 exit status: 0 when every LOG gave iteration records (a failed run with records included: its
 diagnostics say it failed), 1 when a LOG has no iteration record or cannot be read or written,
-2 on a usage error.
+2 on a usage error (also when a LOG's format does not fit --framework: its record is not
+written).
 ]]
 
 local SPEC = {
@@ -39,7 +60,30 @@ local SPEC = {
   json_dir = 'string',
   quiet = 'boolean',
   help = 'boolean',
+  platform = 'string',
+  framework = 'string',
+  model = 'string',
+  gpu = 'string',
+  methodology = 'string',
+  dataset = 'string',
+  ['repeat'] = 'integer',
+  run_id = 'string',
+  experiment = 'string',
 }
+
+-- The log formats each framework's runs print. Primus runs Megatron-LM or torchtitan as its
+-- backend (AMD-AGI/Primus, primus/backends/megatron and primus/backends/torchtitan): behind
+-- Primus' logger prefix the log reads as format primus, without it (the backend's own stdout) as
+-- the backend's format. A log whose format was not recognised fits any framework.
+local FRAMEWORK_FORMATS = {
+  megatron = { megatron = true },
+  primus = { primus = true, megatron = true, torchtitan = true },
+  nemo = { nemo = true },
+  torchtitan = { torchtitan = true },
+}
+
+-- Platform of a GPU vendor (tp.hardware rows' `vendor`), as tp.experiment pairs them.
+local VENDOR_PLATFORM = { amd = 'amd', nvidia = 'nvd' }
 
 local function usage_error(msg)
   return cli.usage_error('extract', msg, M.usage)
@@ -54,6 +98,141 @@ local function stem(path)
   local name = basename(path)
   local s = name:match('^(.+)%.[^.]*$')
   return s or name
+end
+
+-- Levenshtein distance between a and b, case-insensitive.
+local function distance(a, b)
+  a, b = a:lower(), b:lower()
+  local prev = {}
+  for j = 0, #b do
+    prev[j] = j
+  end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    local ca = a:byte(i)
+    for j = 1, #b do
+      local cost = ca == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- A value as it can be shown on one line: control bytes as \ddd, at most 64 bytes.
+local function printable(v)
+  local cut = #v > 64
+  v = v:sub(1, 64):gsub('%c', function(c)
+    return string.format('\\%03d', c:byte())
+  end)
+  return cut and (v .. '...') or v
+end
+
+-- "unknown model 'x'; close: a, b", else "...; known: <all>". Close: the ids that contain the
+-- value or are contained in it, and those within half its length in edits that are at most one
+-- edit further than the nearest.
+local function unknown(what, value, ids)
+  local close, best = {}, math.huge
+  local lv = value:lower()
+  if #value > 64 then
+    return string.format("unknown %s '%s'; known: %s", what, printable(value),
+      table.concat(ids, ', '))
+  end
+  for _, id in ipairs(ids) do
+    local d = distance(value, id)
+    local li = id:lower()
+    local inside = (#lv >= 3 and li:find(lv, 1, true)) or (#li >= 3 and lv:find(li, 1, true))
+    if inside or d <= math.max(2, (#value + 1) // 2) then
+      close[#close + 1] = { id = id, d = d, inside = inside and 0 or 1 }
+      if not inside and d < best then
+        best = d
+      end
+    end
+  end
+  -- Ids that contain the value (or are contained in it) first, then by distance.
+  table.sort(close, function(x, y)
+    if x.inside ~= y.inside then
+      return x.inside < y.inside
+    end
+    if x.d ~= y.d then
+      return x.d < y.d
+    end
+    return x.id < y.id
+  end)
+  local names = {}
+  for _, c in ipairs(close) do
+    if c.inside == 0 or c.d <= best + 1 then
+      names[#names + 1] = c.id
+    end
+  end
+  if #names > 0 then
+    return string.format("unknown %s '%s'; close: %s", what, printable(value),
+      table.concat(names, ', '))
+  end
+  return string.format("unknown %s '%s'; known: %s", what, printable(value),
+    table.concat(ids, ', '))
+end
+
+local function contains(list, v)
+  for _, x in ipairs(list) do
+    if x == v then
+      return true
+    end
+  end
+  return false
+end
+
+-- A free-text identity value: non-empty, printable, on one line.
+local function check_text(flag, v)
+  if v == '' then
+    return string.format("option '--%s' is empty", flag)
+  end
+  if v:find('[%c]') then
+    return string.format("option '--%s' contains a control character", flag)
+  end
+  if #v > 256 then
+    return string.format("option '--%s' is longer than 256 bytes", flag)
+  end
+  return nil
+end
+
+-- Expands the --run-id template for each LOG; returns the list, or nil and the error.
+local function run_ids(template, logs)
+  local err = check_text('run-id', template)
+  if err then
+    return nil, err
+  end
+  local plain = template:gsub('{n}', ''):gsub('{stem}', '')
+  if plain:find('[{}]') then
+    return nil, string.format("option '--run-id': '%s' has a placeholder other than {n} and "
+      .. '{stem}', template)
+  end
+  if plain:find('[^%w._%-]') then
+    return nil, string.format("option '--run-id': '%s' has a character other than letters, "
+      .. "digits, '.', '_', '-' (and {n}, {stem})", template)
+  end
+  if #logs > 1 and plain == template then
+    return nil, string.format("option '--run-id' names one run but %d LOGs are given; put {n} "
+      .. 'or {stem} in it', #logs)
+  end
+  local ids, seen = {}, {}
+  for i, path in ipairs(logs) do
+    local stem_ = stem(path)
+    local id = template:gsub('{n}', tostring(i)):gsub('{stem}', function()
+      return stem_
+    end)
+    if id == '' or id:find('[^%w._%-]') then
+      return nil, string.format("option '--run-id': '%s' gives '%s' for %s, not a valid run id",
+        template, id, path)
+    end
+    if seen[id] then
+      return nil, string.format("option '--run-id': '%s' gives '%s' for both %s and %s",
+        template, id, seen[id], path)
+    end
+    seen[id] = path
+    ids[i] = id
+  end
+  return ids
 end
 
 local function num(v, fmtspec)
@@ -80,6 +259,21 @@ local function print_summary(out, path, rec)
       rec.iterations[#rec.iterations]))
   end
   out:write(string.format(', status %s\n', rec.status))
+  local ids = {}
+  for _, k in ipairs({ 'run_id', 'experiment', 'platform', 'framework', 'model', 'dataset',
+    'methodology', 'repeat' }) do
+    if present(rec[k]) and not (k == 'framework' and rec[k] == rec.format) then
+      ids[#ids + 1] = string.format('%s %s', k:gsub('_', ' '), tostring(rec[k]))
+    end
+  end
+  if #ids > 0 then
+    out:write('  identity: ' .. table.concat(ids, ', ') .. '\n')
+  end
+  local gi = rec.gpu_info
+  if type(gi) == 'table' and present(gi.device_name) then
+    out:write(string.format('  GPU: %s x %s (%s)\n', gi.device_name, num(gi.device_count),
+      present(gi.hardware) and gi.hardware or '?'))
+  end
   local w = p.steady_state
   if w then
     local its = ''
@@ -109,6 +303,13 @@ local function print_summary(out, path, rec)
     end
     out:write('\n')
   end
+  if type(p.mfu) == 'number' and type(p.mfu_basis) == 'table' then
+    local b = p.mfu_basis
+    out:write(string.format('  MFU: %.1f %% (model TFLOP/s/GPU %.1f of the %s %s peak %s%s, %s '
+      .. 'FLOPs/token %s)\n', p.mfu * 100, p.tflops_per_gpu, b.hardware, b.precision,
+      num(b.peak_tflops), b.precision_assumed and ', precision assumed' or '', b.convention,
+      num(b.flops_per_token)))
+  end
   if present(p.framework_tokens_per_second_per_gpu) or present(p.framework_tflops_per_gpu) then
     out:write(string.format('  framework reports (window mean, per GPU): tokens/s %s  TFLOP/s %s\n',
       num(p.framework_tokens_per_second_per_gpu, '%.1f'),
@@ -128,7 +329,9 @@ local function print_summary(out, path, rec)
 end
 
 -- Parses one log, returns the record (or nil after printing the error) and the exit status.
-local function extract_one(path, opts)
+-- `ident` holds the identity options for this LOG (from_log's opts: platform, framework, model,
+-- hardware, ...).
+local function extract_one(path, opts, ident)
   local log_mod = require('tp.log')
   local record = require('tp.record')
   local digest = require('tp._digest')
@@ -148,15 +351,89 @@ local function extract_one(path, opts)
     io.stderr:write(string.format('tplua extract: %s\n', err))
     return nil, 1
   end
-  local rec = record.from_log(log, {
+  local fw = ident.framework
+  if fw and log.format and not FRAMEWORK_FORMATS[fw][log.format] then
+    io.stderr:write(string.format("tplua extract: option '--framework': %s does not fit %s, "
+      .. 'whose format is %s (record not written)\n', fw, path, log.format))
+    return nil, 2
+  end
+  local ropts = {
     gbs = opts.gbs,
     seq_len = opts.seq_len,
     gpus = opts.gpus,
     path = path,
     sha256 = sha,
     size_bytes = size,
-  })
+  }
+  for k, v in pairs(ident) do
+    ropts[k] = v
+  end
+  local rec = record.from_log(log, ropts)
   return rec, #rec.records > 0 and 0 or 1
+end
+
+-- Checks the identity flags; returns the from_log options they give (run_id excepted: it is
+-- per LOG), or nil and the usage error.
+local function identity(opts)
+  local ident = {}
+  if opts.platform then
+    local known = require('tp.record').PLATFORMS
+    if not contains(known, opts.platform) then
+      return nil, "option '--platform': " .. unknown('platform', opts.platform, known)
+    end
+    ident.platform = opts.platform
+  end
+  if opts.framework then
+    local known = require('tp.frameworks').list()
+    if not contains(known, opts.framework) then
+      return nil, "option '--framework': " .. unknown('framework', opts.framework, known)
+    end
+    if opts.format and not FRAMEWORK_FORMATS[opts.framework][opts.format] then
+      return nil, string.format("option '--framework': %s does not fit '--format %s'",
+        opts.framework, opts.format)
+    end
+    ident.framework = opts.framework
+  end
+  if opts.model then
+    local models = require('tp.models')
+    if not models.get(opts.model) then
+      return nil, "option '--model': " .. unknown('model', opts.model, models.ids())
+    end
+    ident.model = opts.model
+  end
+  if opts.gpu then
+    local hardware = require('tp.hardware')
+    local row = hardware.get(opts.gpu)
+    if not row then
+      return nil, "option '--gpu': " .. unknown('GPU', opts.gpu, hardware.ids())
+    end
+    local platform = VENDOR_PLATFORM[row.vendor]
+    if ident.platform and ident.platform ~= platform then
+      return nil, string.format("option '--gpu': %s is an %s GPU, but '--platform' is %s",
+        row.id, row.vendor == 'amd' and 'AMD' or 'NVIDIA', ident.platform)
+    end
+    ident.platform = platform
+    ident.hardware = row.id
+  end
+  if opts.methodology then
+    local meth = require('tp.methodology')
+    if not meth.get(opts.methodology) then
+      return nil, "option '--methodology': " .. unknown('methodology', opts.methodology,
+        meth.list())
+    end
+    ident.methodology = opts.methodology
+  end
+  for _, k in ipairs({ 'dataset', 'experiment' }) do
+    if opts[k] then
+      local err = check_text(k, opts[k])
+      if err then
+        return nil, err
+      end
+      ident[k] = opts[k]
+    end
+  end
+  ident['repeat'] = opts['repeat']
+  return ident
 end
 
 function M.run(args)
@@ -171,10 +448,10 @@ function M.run(args)
   if #logs == 0 then
     return usage_error('no LOG given')
   end
-  for _, k in ipairs({ 'gbs', 'seq_len', 'gpus' }) do
+  for _, k in ipairs({ 'gbs', 'seq_len', 'gpus', 'repeat' }) do
     if opts[k] and opts[k] < 1 then
       return usage_error(string.format("option '--%s' must be at least 1, got %d",
-        k:gsub('_', '-'), opts[k]))
+        (k:gsub('_', '-')), opts[k]))
     end
   end
   if opts.format then
@@ -186,6 +463,18 @@ function M.run(args)
     if not found then
       return usage_error(string.format("unknown format '%s' (known: %s)", opts.format,
         table.concat(known, ', ')))
+    end
+  end
+  local ident, ierr = identity(opts)
+  if not ident then
+    return usage_error(ierr)
+  end
+  local ids
+  if opts.run_id then
+    local rerr
+    ids, rerr = run_ids(opts.run_id, logs)
+    if not ids then
+      return usage_error(rerr)
     end
   end
   if opts.json and opts.json_dir then
@@ -220,7 +509,8 @@ function M.run(args)
   local status = 0
   local record = require('tp.record')
   for i, path in ipairs(logs) do
-    local rec, code = extract_one(path, opts)
+    ident.run_id = ids and ids[i]
+    local rec, code = extract_one(path, opts, ident)
     if rec then
       if not opts.quiet then
         print_summary(io.stdout, path, rec)
