@@ -88,7 +88,7 @@ static const char *const meta_str_names[TP_LOG_MS_COUNT] = {
 static const char *const diag_names[TP_LOG_D_COUNT] = {
     "oom",      "memory_pressure",    "nccl_timeout", "nccl_error", "nccl_warning", "gpu_fault",
     "nan_loss", "skipped_iterations", "loss_spike",   "preempted",  "crash",        "truncated",
-    "restart",  "long_line",          "binary",       "empty",      "unrecognised",
+    "restart",  "long_line",          "binary",       "empty",      "unrecognised", "bad_args",
 };
 
 const char *tp_logscan_field_name(int f) {
@@ -1443,6 +1443,20 @@ TpLogFormat tp_logscan_format(const TpLogScan *s, int *custom_id) {
 int ls_arg_add(TpLogScan *s, TpLogArgDump which, const char *name, size_t nlen, const char *val,
                size_t vlen) {
   LsArgs *a = &s->args[which];
+  if (vlen > 65536) {
+    vlen = 65536;
+  }
+  if (a->pool.len + nlen + vlen > TP_LOGSCAN_MAX_ARGS_BYTES) {
+    // A log repeating dumps without end: keep what was read, say so once per dump kind.
+    if (s->args_full[which]) {
+      return 0;
+    }
+    s->args_full[which] = true;
+    char what[160];
+    snprintf(what, sizeof what, "argument dumps exceed %u MiB; later arguments are dropped",
+             TP_LOGSCAN_MAX_ARGS_BYTES >> 20);
+    return ls_diag(s, TP_LOG_D_BAD_ARGS, TP_LOG_SEV_WARNING, s->nl + 1, what, name, nlen);
+  }
   if (a->n == a->cap) {
     size_t cap = a->cap ? a->cap * 2 : 256;
     LsArgEnt *e = realloc(a->ents, cap * sizeof *e);
@@ -1451,9 +1465,6 @@ int ls_arg_add(TpLogScan *s, TpLogArgDump which, const char *name, size_t nlen, 
     }
     a->ents = e;
     a->cap = cap;
-  }
-  if (vlen > 65536) {
-    vlen = 65536;
   }
   LsArgEnt *e = &a->ents[a->n];
   e->name_ofs = a->pool.len;

@@ -110,6 +110,7 @@ typedef enum TpLogDiagKind {
   TP_LOG_D_BINARY,
   TP_LOG_D_EMPTY,
   TP_LOG_D_UNRECOGNISED,
+  TP_LOG_D_BAD_ARGS,  ///< an argument dump that cannot be read (torchtitan job config), or too many
   TP_LOG_D_COUNT
 } TpLogDiagKind;
 
@@ -217,11 +218,18 @@ typedef struct TpLogTheoretical {
   uint64_t line;
 } TpLogTheoretical;
 
-/// Which argument dump: Megatron's `_print_args` or Primus' own `log_dict_aligned`.
+/// Which argument dump. TP_LOG_ARGS_MEGATRON holds the framework's own arguments: Megatron's
+/// `_print_args` dump, any dump in that layout (the NeMo driver's "nemo recipe arguments", with
+/// dotted names such as `optim.config.lr`), and torchtitan's printed job config flattened to
+/// dotted names (`optimizer.lr`). TP_LOG_ARGS_PRIMUS holds Primus' own `log_dict_aligned` dumps.
 typedef enum TpLogArgDump {
   TP_LOG_ARGS_MEGATRON,
   TP_LOG_ARGS_PRIMUS,
 } TpLogArgDump;
+
+/// Argument dumps (names and values together) beyond this many bytes are dropped with a
+/// `bad_args` diagnostic, so that memory stays bounded whatever the log.
+#define TP_LOGSCAN_MAX_ARGS_BYTES (16u * 1024u * 1024u)
 
 typedef struct TpLogScan TpLogScan;
 

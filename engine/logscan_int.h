@@ -163,6 +163,9 @@ struct TpLogScan {
 
   // Other extracted data.
   LsArgs args[2];
+  bool args_full[2];      // TP_LOGSCAN_MAX_ARGS_BYTES reached (diagnosed once)
+  bool tt_args_seen;      // a torchtitan job config was read
+  uint64_t tt_args_hash;  // FNV-1a of its text: copies printed by other ranks are skipped
   TpLogShard *shards;
   size_t nshards, capshards;
   TpLogParams params;

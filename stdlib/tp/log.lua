@@ -120,7 +120,8 @@ end
 ---@field format string|nil 'megatron', 'primus', 'nemo', 'torchtitan', a registered name, or nil
 ---@field parser_version string
 ---@field records table array of iteration records (read-only, materialised on access)
----@field args table<string,string> Megatron argument dump (empty when none)
+---@field args table<string,string> the framework's argument dump (empty when none): Megatron's
+---`_print_args`, the NeMo driver's dotted dump, torchtitan's job config as `section.field`
 ---@field args_primus table<string,string> Primus' own argument dump (empty when none)
 ---@field params table|nil {total=, shards={{tp=, pp=, count=}...}, trainable=, ...}
 ---@field memory table[] memory reports {rank=, after_iterations=, allocated_gib=, ..., line=}

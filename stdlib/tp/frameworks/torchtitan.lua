@@ -221,8 +221,9 @@ function M.build(config)
 end
 
 -- ---------------------------------------------------------------------------------------------
--- Effective values: with job.print_args the job config is printed as JSON; the parser flattens
--- it to dotted names (section.field).
+-- Effective values: with job.print_args torchtitan logs "Running with args: {...}", the Python
+-- repr of JobConfig.to_dict() (torchtitan/train.py, Trainer.__init__); the log scanner flattens
+-- it to dotted names (section.field) in the log's args (docs/logs.md).
 
 local P = fw._parse
 
