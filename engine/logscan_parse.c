@@ -1277,7 +1277,9 @@ static size_t dump_name(const char *p, size_t n, bool *dotted) {
   return i;
 }
 
-static int args_line(TpLogScan *s, const LsLine *L) {
+// `strict`: only the exact layout (48 - len(name) dots, or two spaces for longer names), for lines
+// that also look like something else: Megatron's own `iteration` argument reads like a record.
+static int args_line(TpLogScan *s, const LsLine *L, bool strict) {
   const char *p = L->p;
   size_t n = L->n;
   bool dotted;
@@ -1295,6 +1297,9 @@ static int args_line(TpLogScan *s, const LsLine *L) {
   // A dotted name must come with the layout's separator: " <dots> " (48 - len(name) dots), or
   // two spaces for names of 48 characters or more. Identifiers keep Megatron's looser rule.
   if (dotted && dots == 0 && (name_len < 48 || i >= n || p[i] != ' ')) {
+    return 0;
+  }
+  if (strict && (name_len < 48 ? dots != 48 - name_len : dots != 0 || i >= n || p[i] != ' ')) {
     return 0;
   }
   if (i < n) {
@@ -2424,15 +2429,15 @@ int ls_process_segment(TpLogScan *s, const char *seg, size_t n, uint64_t lineno,
       s->mode = LS_MODE_NORMAL;
       return 0;
     }
-    // An argument line has no anchor of a record or failure: such a line means the dump
-    // ended without its footer (a cut log, a crash).
-    if (!(f.ids & (record_ids | (1u << LA_SIGNATURE)))) {
-      rc = args_line(s, &L);
-      if (rc != 0) {
-        return rc < 0 ? rc : 0;
-      }
+    // A line with the anchor of a record or failure is an argument only in the exact layout
+    // (`  iteration ........ 0` is one); otherwise the dump ended without its footer (a cut
+    // log, a crash) and the line is read as usual.
+    bool anchored = (f.ids & (record_ids | (1u << LA_SIGNATURE))) != 0;
+    rc = args_line(s, &L, anchored);
+    if (rc != 0) {
+      return rc < 0 ? rc : 0;
     }
-    if (++s->mode_lines > 100000 || (f.ids & (record_ids | (1u << LA_SIGNATURE)))) {
+    if (++s->mode_lines > 100000 || anchored) {
       s->mode = LS_MODE_NORMAL;
     }
   } else if (s->mode == LS_MODE_PRIMUS_ARGS) {

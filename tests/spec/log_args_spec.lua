@@ -112,6 +112,28 @@ describe('NeMo driver dump (dotted names in the _print_args layout)', function()
       }, log.args)
       assert.are.equal(4096, log.meta.seq_len)
     end)
+
+  it("keeps Megatron's own `iteration` argument and the arguments after it", function()
+    -- _print_args lists `iteration` (0 at the start of a run) among the others; it reads like a
+    -- record line, so only the exact layout makes it an argument.
+    local log = parse_text(table.concat({
+      '------------------------ arguments ------------------------',
+      '  hidden_size ..................................... 4096',
+      '  iteration ....................................... 0',
+      '  seq_length ...................................... 2048',
+      '  lr .............................................. 0.0003',
+      ' iteration        1/      10 | consumed samples:          128 | elapsed time per '
+        .. 'iteration (ms): 1000.0 | learning rate: 3.000000E-04 | global batch size:   128 |'
+        .. ' lm loss: 1.100000E+01 |',
+      ' iteration        2/      10 | consumed samples:          256 | elapsed time per '
+        .. 'iteration (ms): 1000.0 | learning rate: 3.000000E-04 | global batch size:   128 |'
+        .. ' lm loss: 1.000000E+01 |',
+    }, '\n') .. '\n')
+    assert.same({ hidden_size = '4096', iteration = '0', seq_length = '2048', lr = '0.0003' },
+      log.args)
+    assert.are.equal(2, #log.records)
+    assert.are.equal(2048, log.meta.seq_len)
+  end)
 end)
 
 describe('torchtitan job config (Running with args)', function()
