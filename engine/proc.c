@@ -134,6 +134,7 @@ struct TpProc {
   int64_t start_ns;
   int64_t grace_ns;
   int64_t deadline_ns;       // timeout, 0 when none or already fired
+  int64_t term_at_ns;        // pending SIGTERM after a forwarded SIGINT, 0 when none
   int64_t kill_at_ns;        // pending SIGKILL of the group, 0 when none
   int64_t abandon_at_ns;     // when to stop waiting for pipes held outside the group, 0 when none
   int64_t rest_until_ns[2];  // a stream is not polled before this (output coalescing)
@@ -163,6 +164,8 @@ struct TpProcLoop {
   bool destroyed_pending;
   bool reap_needed;
   struct sigaction saved[3];
+  // Signal counts already handled by this loop: taken at creation, so that a signal caught while
+  // another loop ran (a tp.proc.run inside a callback, say) is forwarded by this one too.
   sig_atomic_t seen_int, seen_term;
   int interrupted;
   int interrupt_count;
@@ -196,6 +199,7 @@ static const int k_loop_signals[3] = {SIGCHLD, SIGINT, SIGTERM};
 static int g_sigpipe[2] = {-1, -1};
 static volatile sig_atomic_t g_sigint_count;
 static volatile sig_atomic_t g_sigterm_count;
+static volatile sig_atomic_t g_first_interrupt;  // see tp_proc_interrupted
 
 static void on_signal(int sig) {
   int saved = errno;
@@ -203,6 +207,9 @@ static void on_signal(int sig) {
     g_sigint_count++;
   } else if (sig == SIGTERM) {
     g_sigterm_count++;
+  }
+  if ((sig == SIGINT || sig == SIGTERM) && !g_first_interrupt) {
+    g_first_interrupt = sig;
   }
   unsigned char b = (unsigned char)sig;
   ssize_t r = write(g_sigpipe[1], &b, 1);  // a full pipe already guarantees a wake-up
@@ -224,9 +231,6 @@ static int sigpipe_init(TpError *err) {
 }
 
 static void signals_install(TpProcLoop *loop) {
-  // Snapshot first: only signals that reach our handler count for this run.
-  loop->seen_int = g_sigint_count;
-  loop->seen_term = g_sigterm_count;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
@@ -599,6 +603,8 @@ int tp_proc_loop_new(TpProcLoop **out, TpError *err) {
   }
   loop->scratch = scratch;
   loop->next_timer_id = 1;
+  loop->seen_int = g_sigint_count;
+  loop->seen_term = g_sigterm_count;
   loop->coalesce_ns = ms_to_ns(TP_PROC_COALESCE_MS);
   *out = loop;
   return 0;
@@ -675,10 +681,6 @@ void tp_proc_loop_set_coalesce(TpProcLoop *loop, int64_t ms) {
 
 size_t tp_proc_loop_active(const TpProcLoop *loop) {
   return loop->active;
-}
-
-int tp_proc_loop_interrupted(const TpProcLoop *loop) {
-  return loop->interrupted;
 }
 
 size_t tp_proc_loop_size(const TpProcLoop *loop) {
@@ -1148,23 +1150,60 @@ int tp_proc_signal_group(TpProc *p, int sig, TpError *err) {
   return 0;
 }
 
-// Sends `sig` to a running group and schedules the SIGKILL that follows after the grace.
 static void kill_group(TpProc *p) {
   kill(-p->pid, SIGKILL);
   p->group_killed = true;
+  p->term_at_ns = 0;
   p->kill_at_ns = 0;
 }
 
+static void schedule_kill(TpProc *p, int64_t at) {
+  if (p->kill_at_ns == 0 || at < p->kill_at_ns) {
+    p->kill_at_ns = at;
+  }
+}
+
+// Sends `sig` to a running group and schedules the SIGKILL that follows after the grace.
 static void term_then_kill(TpProc *p, int sig, int64_t grace_ns, int64_t now) {
   kill(-p->pid, sig);
+  if (sig == SIGTERM) {
+    p->term_at_ns = 0;  // a SIGTERM still pending after a forwarded SIGINT has been sent now
+  }
   if (grace_ns <= 0) {
     kill_group(p);
     return;
   }
-  int64_t at = now + grace_ns;
-  if (p->kill_at_ns == 0 || at < p->kill_at_ns) {
-    p->kill_at_ns = at;
+  schedule_kill(p, now + grace_ns);
+}
+
+// The escalation for a signal that stopped tplua: `sig` to the group now; after a SIGINT,
+// SIGTERM follows after min(TP_PROC_INTERRUPT_TERM_MS, grace), then SIGKILL one grace after the
+// SIGTERM. Launchers tell the two apart: torchrun's agent turns either into SignalException and
+// shuts its workers down with the signal it got, escalating to SIGKILL after its own timeout
+// (pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py, PContext.start installs
+// _terminate_process_handler for SIGINT and SIGTERM, SubprocessContext._close sends the death
+// signal then SIGKILL; torch/distributed/elastic/agent/server/api.py, SimpleElasticAgent.run
+// calls _shutdown(e.sigval)), while Python programs without a handler get KeyboardInterrupt for
+// SIGINT, which training loops may catch and ignore. SIGTERM is the request every launcher and
+// batch system honours, so every run gets it whatever it did with the SIGINT.
+static void escalate(TpProc *p, int sig, int64_t now) {
+  if (sig != SIGINT) {
+    term_then_kill(p, sig, p->grace_ns, now);
+    return;
   }
+  kill(-p->pid, SIGINT);
+  if (p->grace_ns <= 0) {
+    kill_group(p);
+    return;
+  }
+  int64_t delay = ms_to_ns(TP_PROC_INTERRUPT_TERM_MS);
+  if (p->grace_ns < delay) {
+    delay = p->grace_ns;
+  }
+  if (p->term_at_ns == 0 || now + delay < p->term_at_ns) {
+    p->term_at_ns = now + delay;
+  }
+  schedule_kill(p, now + delay + p->grace_ns);
 }
 
 int tp_proc_kill_tree(TpProc *p, int64_t grace_ms, TpError *err) {
@@ -1247,7 +1286,7 @@ static void forward_signal(TpProcLoop *loop, int sig, int64_t now) {
     if (loop->interrupt_count > 1) {
       kill_group(p);  // asked twice: no more grace
     } else {
-      term_then_kill(p, sig, p->grace_ns, now);
+      escalate(p, sig, now);
     }
   }
 }
@@ -1264,8 +1303,35 @@ static void check_signals(TpProcLoop *loop, int64_t now) {
   }
 }
 
+int tp_proc_loop_interrupted(TpProcLoop *loop) {
+  check_signals(loop, now_ns());
+  return loop->interrupted;
+}
+
+int tp_proc_loop_interrupt(TpProcLoop *loop, int sig, TpError *err) {
+  if (sig != SIGINT && sig != SIGTERM) {
+    return tp_error_set(err, TP_EINVAL, "proc loop: interrupt: SIGINT or SIGTERM expected, got %d",
+                        sig);
+  }
+  int64_t now = now_ns();
+  check_signals(loop, now);  // a signal caught meanwhile is the first one, not a second
+  if (!loop->interrupted) {
+    forward_signal(loop, sig, now);
+  }
+  return 0;
+}
+
+int tp_proc_interrupted(void) {
+  return g_first_interrupt;
+}
+
+void tp_proc_interrupted_clear(void) {
+  g_first_interrupt = 0;
+}
+
 static void on_reaped(TpProc *p, int status, const struct rusage *ru, int64_t now) {
   p->reaped = true;
+  p->term_at_ns = 0;
   p->kill_at_ns = 0;
   p->deadline_ns = 0;
   p->res.wall_s = (double)(now - p->start_ns) / 1e9;
@@ -1335,6 +1401,10 @@ static void check_deadlines(TpProcLoop *loop, int64_t now) {
         p->res.timed_out = true;
         term_then_kill(p, SIGTERM, p->grace_ns, now);
       }
+      if (p->term_at_ns && now >= p->term_at_ns) {
+        p->term_at_ns = 0;
+        kill(-p->pid, SIGTERM);  // the leader still runs: the SIGINT did not stop it
+      }
       if (p->kill_at_ns && now >= p->kill_at_ns) {
         kill_group(p);
       }
@@ -1360,9 +1430,9 @@ static int64_t next_deadline(const TpProcLoop *loop) {
     if (p->destroyed) {
       continue;
     }
-    const int64_t ds[] = {p->reaped ? 0 : p->deadline_ns, p->reaped ? 0 : p->kill_at_ns,
-                          p->reaped ? p->abandon_at_ns : 0};
-    for (size_t k = 0; k < 3; k++) {
+    const int64_t ds[] = {p->reaped ? 0 : p->deadline_ns, p->reaped ? 0 : p->term_at_ns,
+                          p->reaped ? 0 : p->kill_at_ns, p->reaped ? p->abandon_at_ns : 0};
+    for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
       if (ds[k] && (!best || ds[k] < best)) {
         best = ds[k];
       }

@@ -19,6 +19,10 @@
 /// again only this many milliseconds later (signals, exits and timers are not delayed).
 #define TP_PROC_COALESCE_MS 10
 
+/// After a forwarded SIGINT, SIGTERM follows this many milliseconds later (or after the child's
+/// kill grace when that is shorter) if the leader still runs; SIGKILL follows one grace later.
+#define TP_PROC_INTERRUPT_TERM_MS 1000
+
 /// Which output stream of a child a line came from.
 typedef enum TpProcStream {
   TP_PROC_STDOUT = 0,
@@ -77,7 +81,7 @@ typedef struct TpProcOpts {
   const char *log_stderr_path;  ///< separate tee of stderr, or NULL
   bool log_append;              ///< append to the log files instead of truncating them
   int64_t timeout_ms;     ///< > 0: SIGTERM to the group after this long, SIGKILL after the grace
-  int64_t kill_grace_ms;  ///< delay between SIGTERM (or a forwarded signal) and SIGKILL
+  int64_t kill_grace_ms;  ///< delay between SIGTERM (or a forwarded SIGTERM) and SIGKILL
   bool want_lines;        ///< split output into lines for on_line (else only tee and capture)
   size_t capture_max;     ///< > 0: keep up to this many bytes of each stream for the result
   void *user;             ///< caller's pointer, returned by tp_proc_user
@@ -132,9 +136,13 @@ void tp_proc_loop_free(TpProcLoop *loop);
 int tp_proc_spawn(TpProcLoop *loop, const TpProcOpts *opts, TpProc **out, TpError *err);
 
 /// Waits up to `timeout_ms` (< 0: until something happens; 0: no wait) for output, exits,
-/// deadlines, timers or signals and delivers what is ready. While it runs, SIGINT and SIGTERM
-/// are forwarded to every running group (then SIGKILL after each one's grace; a second signal
-/// kills at once) and SIGCHLD wakes the loop; the previous handlers are restored on return.
+/// deadlines, timers or signals and delivers what is ready. While it runs, handlers for SIGINT,
+/// SIGTERM and SIGCHLD are installed (the previous ones are restored on return). A SIGINT or
+/// SIGTERM caught by them, or by another loop's while it ran after this loop was created, is
+/// forwarded to every running group of this loop, which then escalates: a forwarded SIGINT is
+/// followed by SIGTERM (see TP_PROC_INTERRUPT_TERM_MS) while the leader still runs, and SIGKILL
+/// comes one kill grace after the SIGTERM (at once when the grace is 0). A second signal kills
+/// at once.
 /// @return 0, 1 when a callback asked to stop, or a negative code (err filled), TP_EINVAL when
 ///   called from one of the loop's own callbacks.
 int tp_proc_loop_run_once(TpProcLoop *loop, int64_t timeout_ms, const TpProcEvents *ev,
@@ -154,8 +162,21 @@ void tp_proc_loop_set_coalesce(TpProcLoop *loop, int64_t ms);
 /// Number of children whose exit has not been delivered yet.
 size_t tp_proc_loop_active(const TpProcLoop *loop);
 
-/// The first signal (SIGINT or SIGTERM) this loop forwarded, or 0.
-int tp_proc_loop_interrupted(const TpProcLoop *loop);
+/// The first signal (SIGINT or SIGTERM) this loop forwarded, or 0. Signals caught since the
+/// loop's last step are forwarded first, so that from a callback the answer is current.
+int tp_proc_loop_interrupted(TpProcLoop *loop);
+
+/// Forwards `sig` (SIGINT or SIGTERM) to every running group with the escalation of a received
+/// signal, as if it had been caught; for a signal that reached tplua outside the loop (the
+/// host's SIGINT). Does nothing when the loop has already forwarded one.
+/// @return 0 or TP_EINVAL (another signal).
+int tp_proc_loop_interrupt(TpProcLoop *loop, int sig, TpError *err);
+
+/// The first SIGINT or SIGTERM caught by a loop's handler in this process since start (or the
+/// last tp_proc_interrupted_clear), or 0. Async-signal-safe to read.
+int tp_proc_interrupted(void);
+/// Forgets what tp_proc_interrupted reports (e.g. before a host runs its next chunk).
+void tp_proc_interrupted_clear(void);
 
 /// Adds a timer firing after `interval_ms` (>= 1), then every `interval_ms` when `repeat`.
 /// Timers due at the same time fire in the order they were added; a late repeating timer fires

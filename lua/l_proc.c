@@ -537,6 +537,33 @@ static int loop_active(lua_State *L) {
   return 1;
 }
 
+// loop:interrupted() -> 'SIGINT' | 'SIGTERM' | nil: the first signal the loop forwarded (signals
+// caught since its last step are forwarded first, so the answer is current inside callbacks)
+static int loop_interrupted(lua_State *L) {
+  LLoop *ll = check_loop(L, 1);
+  int sig = tp_proc_loop_interrupted(ll->loop);
+  if (!sig) {
+    return 0;
+  }
+  lua_pushstring(L, signame_or_nil(sig));
+  return 1;
+}
+
+// loop:interrupt(sig) -> true: forwards 'SIGINT' or 'SIGTERM' to every running group as if tplua
+// had received it (nothing when the loop already forwarded a signal)
+static int loop_interrupt(lua_State *L) {
+  static const char *const names[] = {"SIGINT", "SIGTERM", NULL};
+  static const int sigs[] = {SIGINT, SIGTERM};
+  LLoop *ll = check_loop(L, 1);
+  int which = luaL_checkoption(L, 2, NULL, names);
+  TpError err = {0};
+  if (tp_proc_loop_interrupt(ll->loop, sigs[which], &err) != 0) {
+    return luaL_error(L, "%s", err.msg);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 // Marks every Proc of the loop closed, then frees the loop (killing children still running).
 static void loop_release(LLoop *ll) {
   TpProcLoop *loop = ll->loop;
@@ -728,8 +755,16 @@ static int proc_wait_gone(lua_State *L) {
 }
 
 static const luaL_Reg k_loop_methods[] = {
-    {"active", loop_active},     {"cancel", loop_cancel}, {"close", loop_close}, {"run", loop_run},
-    {"run_once", loop_run_once}, {"spawn", loop_spawn},   {"timer", loop_timer}, {NULL, NULL},
+    {"active", loop_active},
+    {"cancel", loop_cancel},
+    {"close", loop_close},
+    {"interrupt", loop_interrupt},
+    {"interrupted", loop_interrupted},
+    {"run", loop_run},
+    {"run_once", loop_run_once},
+    {"spawn", loop_spawn},
+    {"timer", loop_timer},
+    {NULL, NULL},
 };
 
 static const luaL_Reg k_loop_meta[] = {

@@ -17,6 +17,8 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include "proc.h"
+
 #define PROGNAME    "tplua"
 #define HISTORY_MAX 1000
 #define MAXINPUT    4096  // longest line read without readline
@@ -125,6 +127,7 @@ static int docall(lua_State *L, int narg, int nres) {
   lua_insert(L, base);
   globalL = L;
   g_interrupted = 0;
+  tp_proc_interrupted_clear();
   void (*old)(int) = signal(SIGINT, laction);
   int status = lua_pcall(L, narg, nres, base);
   signal(SIGINT, old);
@@ -893,9 +896,15 @@ static int host_exe_path(lua_State *L) {
   return 1;
 }
 
-// host.interrupted() -> boolean: whether the last call was stopped by SIGINT.
+// host.interrupted() -> 'SIGINT' | 'SIGTERM' | false: whether the last call was interrupted, by
+// the SIGINT hook here or by a signal a tp.proc loop caught and forwarded (engine/proc.c).
 static int host_interrupted(lua_State *L) {
-  lua_pushboolean(L, g_interrupted);
+  int sig = g_interrupted ? SIGINT : tp_proc_interrupted();
+  if (sig) {
+    lua_pushstring(L, tp_proc_signal_name(sig));
+  } else {
+    lua_pushboolean(L, 0);
+  }
   return 1;
 }
 

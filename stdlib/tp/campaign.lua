@@ -434,6 +434,17 @@ end
 
 local SIGNAL_CODES = { SIGINT = 130, SIGTERM = 143 }
 
+-- Whether an error is the host's SIGINT ("interrupted", raised by the hook of lua/tplua.c,
+-- lstop, with luaL_error's position prefix) rather than a failure to report.
+local function is_host_interrupt(err)
+  local hok, host = pcall(require, 'tp._host')
+  if not (hok and type(host) == 'table' and host.interrupted()) then
+    return false
+  end
+  local text = tostring(err)
+  return text == 'interrupted' or text:match(':%d+: interrupted$') ~= nil
+end
+
 ---@class tp.campaign.ExecuteOpts
 ---@field results? string results directory (default: the campaign's)
 ---@field retry_failed? boolean run again the runs that failed before (default false)
@@ -535,13 +546,17 @@ function Campaign:execute(opts)
   -- "interrupted" error from the host, and any error must still stop the runs and journal them.
   local main_ok, main_err = pcall(self._run_locked, self, st)
   if not main_ok then
-    local hok, host = pcall(require, 'tp._host')
-    local by_sigint = hok and host.interrupted()
-    st.interrupted_by = st.interrupted_by or (by_sigint and 'SIGINT') or 'error'
-    local why = st.interrupted_by == 'error' and ('error: ' .. tostring(main_err))
-      or st.interrupted_by
-    for _, a in ipairs(st.active) do
-      a:interrupt(why)
+    local by_sigint = is_host_interrupt(main_err)
+    local sig = st.interrupted_by or st.loop:interrupted() or (by_sigint and 'SIGINT') or nil
+    st.interrupted_by = sig or 'error'
+    if sig then
+      -- The same escalation as a signal caught inside the loop: forwarded, SIGTERM, SIGKILL
+      -- (nothing new when the loop already forwarded it).
+      st.loop:interrupt(sig)
+    else
+      for _, a in ipairs(st.active) do
+        a:interrupt('error: ' .. tostring(main_err))
+      end
     end
     -- The exits are delivered to the same on_exit (which records them) when it was set up.
     while st.loop:active() > 0 do
@@ -564,7 +579,14 @@ function Campaign:execute(opts)
   end
   st.loop:close()
   local summary = st.summary
-  summary.not_started = #st.queue
+  -- Runs still queued, except one that the interruption caught after it had started (its exit
+  -- was recorded).
+  summary.not_started = 0
+  for _, p in ipairs(st.queue) do
+    if not summary.runs[p.id] then
+      summary.not_started = summary.not_started + 1
+    end
+  end
   summary.signal = st.interrupted_by
   if st.interrupted_by then
     summary.exit_code = SIGNAL_CODES[st.interrupted_by] or 130
@@ -673,14 +695,11 @@ function Campaign:_run_locked(st)
   -- inside loop:run(), whose signal handlers stay installed throughout, so a SIGINT that arrives
   -- while a callback runs is still seen and forwarded.
   local function on_exit(a)
+    -- The loop forwarded the signal to every running group at once and escalates it for each
+    -- (SIGTERM, then SIGKILL): nothing to add here but to stop starting runs.
     local sig = a.result and a.result.interrupted
     if sig and not st.interrupted_by then
       st.interrupted_by = sig
-      for _, b in ipairs(active) do
-        if b ~= a then
-          b:interrupt(sig)
-        end
-      end
     end
     st.record(a:finalize())
     for i, b in ipairs(active) do
@@ -693,10 +712,14 @@ function Campaign:_run_locked(st)
   end
   ctx_base.on_exit = on_exit
   fill = function()
-    while not st.interrupted_by and #active < st.concurrency and #queue > 0 do
-      local p = table.remove(queue, 1)
+    while not st.interrupted_by and not loop:interrupted() and #active < st.concurrency
+      and #queue > 0 do
+      -- The run leaves the queue once it is started or recorded, so that an interruption in
+      -- between (the host's SIGINT error) still counts it as not started.
+      local p = queue[1]
       local pok, perr = prepare(p)
       if not pok then
+        table.remove(queue, 1)
         journal({ event = 'failed', id = p.id, hash = p.hash, reason = perr })
         st.record({ id = p.id, status = 'failed', reason = perr })
         if view then
@@ -707,6 +730,7 @@ function Campaign:_run_locked(st)
         local ctx = setmetatable({ hash = p.hash,
           attempt = string.format('%s-%d', session, attempt_no) }, { __index = ctx_base })
         local a = run_mod.start(loop, p.run, ctx)
+        table.remove(queue, 1)
         a.concurrent = st.concurrency
         if a:done() then
           st.record(a:finalize())  -- it could not start: no exit will be delivered
@@ -732,6 +756,8 @@ function Campaign:_run_locked(st)
       st.interrupted_by = res.interrupted
     end
   end
+  -- A signal caught while no run was active (during a tp.proc.run of the planning, say).
+  st.interrupted_by = st.interrupted_by or loop:interrupted()
 end
 
 --- One line describing a summary: 'campaign: 3 finished, 1 failed, 2 skipped (results: out)'.

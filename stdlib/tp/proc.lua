@@ -1,10 +1,16 @@
 -- tp.proc: run child processes by argv, watch their output line by line, time them out, kill
 -- their whole process group, forward SIGINT/SIGTERM. Public face of tp._proc (engine/proc.c).
 local _proc = require('tp._proc')
+-- The host (lua/tplua.c) reports a SIGINT that reached tplua outside any loop; absent under a
+-- plain Lua interpreter.
+local host_ok, host = pcall(require, 'tp._host')
+if not host_ok or type(host) ~= 'table' or type(host.interrupted) ~= 'function' then
+  host = nil
+end
 
 local M = {}
 
---- Seconds between SIGTERM (or a forwarded signal) and SIGKILL, unless `kill_grace` says otherwise.
+--- Seconds between SIGTERM (sent or forwarded) and SIGKILL, unless `kill_grace` says otherwise.
 M.DEFAULT_KILL_GRACE = 5
 --- Bytes of each stream kept by `capture = true` (more is dropped and flagged `*_truncated`).
 M.DEFAULT_CAPTURE_MAX = 64 * 1024 * 1024
@@ -18,7 +24,8 @@ M.DEFAULT_CAPTURE_MAX = 64 * 1024 * 1024
 ---@field log_stderr? string separate file for stderr
 ---@field log_append? boolean append to the log files instead of truncating them (default false)
 ---@field timeout? number seconds; then SIGTERM to the group, SIGKILL after `kill_grace`
----@field kill_grace? number seconds from SIGTERM to SIGKILL (default 5)
+---@field kill_grace? number seconds from SIGTERM to SIGKILL (default 5); after a forwarded SIGINT,
+---  SIGTERM comes min(1, kill_grace) seconds later, SIGKILL kill_grace after that
 ---@field capture? boolean|integer keep stdout/stderr in the result (true: up to 64 MiB each)
 ---@field on_line? fun(stream: 'stdout'|'stderr', line: string, partial: boolean)
 ---@field on_exit? fun(result: tp.proc.Result)
@@ -186,8 +193,10 @@ local Loop = {}
 Loop.__index = Loop
 
 --- Creates a loop that supervises many children and timers at once. While `:run()` runs,
---- SIGINT/SIGTERM sent to tplua are forwarded to every child's group (SIGKILL follows after each
---- one's `kill_grace`; a second signal kills at once) and `:run()` then reports `interrupted`.
+--- SIGINT/SIGTERM sent to tplua are forwarded to every child's group, then escalated: after a
+--- SIGINT, SIGTERM follows min(1 s, `kill_grace`) later if the child still runs, and SIGKILL
+--- `kill_grace` after the SIGTERM; a second signal kills at once. `:run()` then reports
+--- `interrupted`; callbacks can ask `:interrupted()` meanwhile.
 ---
 --- ```lua
 --- local loop <close> = tp.proc.loop()
@@ -279,6 +288,39 @@ function Loop:run_once(timeout)
     error(('timeout: number expected, got %s'):format(type(timeout)), 2)
   end
   return self._loop:run_once(timeout)
+end
+
+--- Says whether tplua has been interrupted: the signal this loop forwarded to its children, or
+--- 'SIGINT' when the host caught one outside any loop (its "interrupted" error, then caught by
+--- the script). Meant for callbacks (`on_line`, `on_exit`, timers) that should stop starting new
+--- work: the loop goes on until its children have exited.
+---```lua
+---loop:spawn({ argv = argv, on_line = function(_, line)
+---  if not loop:interrupted() then queue_more_work(line) end
+---end })
+---```
+---@return 'SIGINT'|'SIGTERM'|nil
+function Loop:interrupted()
+  local sig = self._loop:interrupted()
+  if sig then
+    return sig
+  end
+  local h = host and host.interrupted()
+  if type(h) == 'string' then
+    return h
+  end
+  return h and 'SIGINT' or nil
+end
+
+--- Forwards `sig` ('SIGINT' or 'SIGTERM') to every running child with the escalation of a signal
+--- received while the loop runs (carried out by the next run calls). Does nothing when the loop
+--- has already forwarded a signal. For a signal that reached tplua outside the loop.
+---@param sig 'SIGINT'|'SIGTERM'
+function Loop:interrupt(sig)
+  if sig ~= 'SIGINT' and sig ~= 'SIGTERM' then
+    error(("sig: 'SIGINT' or 'SIGTERM' expected, got %s"):format(tostring(sig)), 2)
+  end
+  self._loop:interrupt(sig)
 end
 
 --- Number of children whose exit has not been delivered yet.

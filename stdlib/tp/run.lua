@@ -943,7 +943,8 @@ end
 
 --- Runs one run to completion and writes `<results>/<id>.json` and `<results>/<id>.log` (no
 --- journal, no lock: tp.campaign adds those). SIGINT or SIGTERM during the run is forwarded
---- to its process group (SIGKILL follows after the grace) and the outcome says `interrupted`.
+--- to its process group (after a SIGINT, SIGTERM follows within a second, then SIGKILL after
+--- `kill_grace`; docs/proc.md) and the outcome says `interrupted`.
 ---```lua
 ---local out = tp.run.execute({ id = 'smoke', argv = { 'python3', 'train.py' }, gbs = 8,
 ---  seq_len = 2048, gpus = 1 }, { results = 'output' })
@@ -978,7 +979,8 @@ function M.execute(run, opts)
     end
   end)
   -- loop:run keeps its signal handlers installed until the child is gone: SIGINT is forwarded
-  -- to the run's group (SIGKILL follows after the grace) and the exit says `interrupted`.
+  -- to the run's group (then SIGTERM, then SIGKILL after the grace) and the exit says
+  -- `interrupted`.
   while not active:done() do
     assert(loop:run())
   end

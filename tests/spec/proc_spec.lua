@@ -430,6 +430,96 @@ while true do end
     assert.truthy(r.stderr:find('interrupted', 1, true))
   end)
 
+  it('escalates a forwarded SIGINT: SIGTERM after min(1 s, kill_grace), then SIGKILL', function()
+    local dir = h.tmpdir()
+    local path = script(dir, 'escalate.lua', [[
+local proc = require('tp.proc')
+local loop = proc.loop()
+local t0
+for i, mode in ipairs({ '--ignore-sigint', '--ignore-sigterm' }) do
+  local p
+  p = assert(loop:spawn({
+    argv = { arg[1], '--signal-log', arg[2] .. '/' .. i, mode, '--megatron-gen', '1',
+      '--hang-after', '9' },
+    kill_grace = 0.4,
+    on_line = function(_, line)
+      if line:find('iteration', 1, true) then
+        io.stdout:write('ready ', i, '\n')
+        io.stdout:flush()
+      end
+    end,
+    on_exit = function(r)
+      t0 = t0 or require('tp.gpu').now()
+      io.stdout:write('exit ', i, ' ', tostring(r.interrupted), ' ', tostring(r.signal), '\n')
+    end,
+  }))
+end
+local r = loop:run()
+os.exit(r.exit_code or 0)
+]])
+    local ready, out = 0, {}
+    local child
+    child = assert(proc.spawn({
+      argv = { h.bin, path, TRAINER, dir },
+      timeout = 30,
+      on_line = function(_, line)
+        out[#out + 1] = line
+        if line:match('^ready ') then
+          ready = ready + 1
+          if ready == 2 then
+            child:kill('SIGINT')
+          end
+        end
+      end,
+    }))
+    local r = child:wait()
+    local text = table.concat(out, '\n')
+    assert.are.equal(130, r.code, text)
+    -- The first dies of the SIGTERM that followed the ignored SIGINT; the second ignores both and
+    -- is killed one grace later.
+    assert.truthy(text:find('exit 1 SIGINT SIGTERM', 1, true), text)
+    assert.truthy(text:find('exit 2 SIGINT SIGKILL', 1, true), text)
+    assert.are.equal('SIGINT\nSIGTERM\n', h.read(dir .. '/1'))
+    assert.are.equal('SIGINT\nSIGTERM\n', h.read(dir .. '/2'))
+  end)
+
+  it('forwards SIGINT only when a run dies of it', function()
+    local dir = h.tmpdir()
+    local path = script(dir, 'polite.lua', [[
+local proc = require('tp.proc')
+local loop = proc.loop()
+assert(loop:spawn({
+  argv = { arg[1], '--signal-log', arg[2] .. '/log', '--megatron-gen', '1', '--hang-after', '9' },
+  kill_grace = 0.2,
+  on_line = function(_, line)
+    if line:find('iteration', 1, true) then
+      io.stdout:write('ready\n')
+      io.stdout:flush()
+    end
+  end,
+  on_exit = function(r)
+    io.stdout:write('exit ', tostring(r.signal), '\n')
+  end,
+}))
+os.exit(loop:run().exit_code or 0)
+]])
+    local out = {}
+    local child
+    child = assert(proc.spawn({
+      argv = { h.bin, path, TRAINER, dir },
+      timeout = 30,
+      on_line = function(_, line)
+        out[#out + 1] = line
+        if line == 'ready' then
+          child:kill('SIGINT')
+        end
+      end,
+    }))
+    assert.are.equal(130, child:wait().code, table.concat(out, '\n'))
+    assert.are.equal('exit SIGINT', out[#out])
+    assert.are.equal('SIGINT\n', h.read(dir .. '/log'))  -- no SIGTERM after it was gone
+  end)
+
   it('kills the runs of a tplua that dies by SIGKILL, children included', function()
     local dir = h.tmpdir()
     local path = script(dir, 'victim.lua', [[
@@ -477,5 +567,137 @@ p:wait()
     assert.has_error(function()
       proc.wait_gone(p:pid(), 1)
     end, 'pids: table expected, got number')
+  end)
+end)
+
+describe('loop:interrupted()', function()
+  it('is nil, then the signal name inside on_line once tplua got SIGINT', function()
+    local dir = h.tmpdir()
+    local path = script(dir, 'ask.lua', [[
+local proc = require('tp.proc')
+local loop = proc.loop()
+local asked, seen = false, nil
+assert(loop:spawn({
+  argv = { arg[1], '--ignore-sigint', '--megatron-gen', '100000', '--lines-per-sec', '50' },
+  kill_grace = 5,
+  on_line = function(_, line)
+    if not line:find('iteration', 1, true) then
+      return
+    end
+    if not asked then
+      asked = true
+      io.stdout:write('before ', tostring(loop:interrupted()), '\n')
+      io.stdout:flush()
+    elseif not seen then
+      seen = loop:interrupted()
+      if seen then
+        io.stdout:write('seen ', seen, '\n')
+      end
+    end
+  end,
+}))
+local r = loop:run()
+io.stdout:write('done ', tostring(r.interrupted), ' ', tostring(loop:interrupted()), '\n')
+]])
+    local out = {}
+    local child
+    child = assert(proc.spawn({
+      argv = { h.bin, path, TRAINER },
+      timeout = 30,
+      on_line = function(_, line)
+        out[#out + 1] = line
+        if line == 'before nil' then
+          child:kill('SIGINT')
+        end
+      end,
+    }))
+    local r = child:wait()
+    local text = table.concat(out, '\n')
+    assert.are.equal(0, r.code, text)
+    assert.are.same({ 'before nil', 'seen SIGINT', 'done SIGINT SIGINT' }, out)
+  end)
+
+  it('reports a signal that a nested loop caught inside a callback, and forwards it', function()
+    local dir = h.tmpdir()
+    local path = script(dir, 'nested.lua', [[
+local proc = require('tp.proc')
+local f = assert(io.open('/proc/self/stat'))
+local me = f:read('n')
+f:close()
+local loop = proc.loop()
+local done = false
+assert(loop:spawn({
+  argv = { arg[1], '--signal-log', arg[2], '--ignore-sigint', '--megatron-gen', '1',
+    '--hang-after', '9' },
+  kill_grace = 0.2,
+  on_line = function(_, line)
+    if done or not line:find('iteration', 1, true) then
+      return
+    end
+    done = true
+    -- A short-lived loop of its own catches the SIGINT (and forwards it to the sleep).
+    local r = assert(proc.run({ 'sh', '-c', 'kill -INT ' .. me .. '; exec sleep 30' }))
+    io.stdout:write('nested ', tostring(r.interrupted), ' ', tostring(r.signal), '\n')
+    io.stdout:write('outer ', tostring(loop:interrupted()), '\n')
+  end,
+}))
+local r = loop:run()
+io.stdout:write('done ', tostring(r.interrupted), '\n')
+]])
+    local r = h.run({ path, TRAINER, dir .. '/signals' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('nested SIGINT SIGINT\nouter SIGINT\ndone SIGINT\n', r.stdout)
+    assert.are.equal('SIGINT\nSIGTERM\n', h.read(dir .. '/signals'))
+  end)
+
+  it('reports the host SIGINT caught outside the loop; loop:interrupt() forwards it', function()
+    local dir = h.tmpdir()
+    local path = script(dir, 'host.lua', [[
+local proc = require('tp.proc')
+local f = assert(io.open('/proc/self/stat'))
+local me = f:read('n')
+f:close()
+local loop = proc.loop()
+local started = false
+assert(loop:spawn({
+  argv = { arg[1], '--signal-log', arg[2], '--ignore-sigint', '--megatron-gen', '1',
+    '--hang-after', '9' },
+  kill_grace = 0.2,
+  on_line = function(_, line)
+    started = started or line:find('iteration', 1, true) ~= nil
+  end,
+}))
+while not started do
+  loop:run_once()
+end
+io.stdout:write('before ', tostring(loop:interrupted()), '\n')
+local ok, err = pcall(function()
+  local p = assert(io.popen('kill -INT ' .. me))
+  p:close()
+  for _ = 1, 1000 do
+  end
+end)
+io.stdout:write('caught ', tostring(ok), ' ', tostring(tostring(err):match('interrupted$')), '\n')
+io.stdout:write('after ', tostring(loop:interrupted()), '\n')
+loop:interrupt(loop:interrupted())
+loop:interrupt('SIGINT')  -- already forwarded: not a second signal
+local r = loop:run()
+io.stdout:write('done ', tostring(r.interrupted), '\n')
+]])
+    local r = h.run({ path, TRAINER, dir .. '/signals' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('before nil\ncaught false interrupted\nafter SIGINT\ndone SIGINT\n', r.stdout)
+    assert.are.equal('SIGINT\nSIGTERM\n', h.read(dir .. '/signals'))
+  end)
+
+  it('rejects other signals', function()
+    local loop <close> = proc.loop()
+    assert.is_nil(loop:interrupted())
+    assert.has_error(function()
+      loop:interrupt('SIGKILL')
+    end, "sig: 'SIGINT' or 'SIGTERM' expected, got SIGKILL")
+    assert.has_error(function()
+      loop:interrupt()
+    end, "sig: 'SIGINT' or 'SIGTERM' expected, got nil")
   end)
 end)

@@ -1,7 +1,9 @@
 // Test double of a training process: replays a log file or generates Megatron-LM iteration lines
 // at a chosen pace, and on request crashes, hangs, goes NaN, floods, ignores SIGTERM or forks
-// children that do, so that the supervisor can be tested without a GPU.
+// children that do, and records the signals it receives, so that the supervisor can be tested
+// without a GPU.
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -30,6 +32,9 @@ static const char k_usage[] =
     "  --duration S          stop flooding after S seconds (default: never)\n"
     "  --long-line N         first print one line of N 'x' characters\n"
     "  --ignore-sigterm      ignore SIGTERM and SIGINT\n"
+    "  --ignore-sigint       ignore SIGINT only\n"
+    "  --signal-log F        append 'SIGINT' or 'SIGTERM' to F (a line each) for every one\n"
+    "                        received, then ignore it or die of it as told above\n"
     "  --fork-children N     fork N children (same process group) that ignore SIGTERM and\n"
     "                        SIGINT and sleep until killed\n"
     "  --escape              fork a child that leaves the process group (setsid), keeps\n"
@@ -45,7 +50,8 @@ typedef struct Opts {
   double interval_ms;
   long crash_at, hang_after, nan_at, fork_children;
   int exit_code;
-  bool nan_drop, ignore_sigterm, to_stderr, escape;
+  bool nan_drop, ignore_sigterm, ignore_sigint, to_stderr, escape;
+  const char *signal_log;
   double flood;  // bytes per second, < 0: off
   double duration_s;
   long long_line;
@@ -334,6 +340,52 @@ static void ignore_term(void) {
   signal(SIGINT, SIG_IGN);
 }
 
+// --signal-log: the file and which of SIGINT/SIGTERM to survive (signal-handler state).
+static int g_signal_log = -1;
+static volatile sig_atomic_t g_survive_int, g_survive_term;
+
+// Records the signal with one write (async-signal-safe, O_APPEND: lines never interleave), then
+// returns (ignored) or dies of it with the default action, as a program without a handler would.
+static void record_signal(int sig) {
+  int saved = errno;
+  const char *line = sig == SIGINT ? "SIGINT\n" : "SIGTERM\n";
+  ssize_t w = write(g_signal_log, line, strlen(line));
+  (void)w;
+  bool survive = sig == SIGINT ? g_survive_int : g_survive_term;
+  if (!survive) {
+    signal(sig, SIG_DFL);
+    raise(sig);  // blocked until the handler returns, then fatal
+  }
+  errno = saved;
+}
+
+static void setup_signals(const Opts *o) {
+  if (!o->signal_log) {
+    if (o->ignore_sigterm) {
+      ignore_term();
+    } else if (o->ignore_sigint) {
+      signal(SIGINT, SIG_IGN);
+    }
+    return;
+  }
+  g_signal_log = open(o->signal_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (g_signal_log < 0) {
+    fprintf(stderr, "fake_trainer: %s: %s\n", o->signal_log, strerror(errno));
+    exit(2);
+  }
+  g_survive_int = o->ignore_sigterm || o->ignore_sigint;
+  g_survive_term = o->ignore_sigterm;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = record_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGTERM);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
 // Forks a child that moves to a session of its own (so group kills miss it) while it keeps our
 // stdout open; returns once the child has left the group.
 static void escape(const Opts *o) {
@@ -411,6 +463,8 @@ int main(int argc, char **argv) {
     O_DURATION,
     O_LONG,
     O_IGNORE,
+    O_IGNORE_INT,
+    O_SIGLOG,
     O_FORK,
     O_ESCAPE,
     O_STDERR,
@@ -438,6 +492,8 @@ int main(int argc, char **argv) {
       {"duration", required_argument, NULL, O_DURATION},
       {"long-line", required_argument, NULL, O_LONG},
       {"ignore-sigterm", no_argument, NULL, O_IGNORE},
+      {"ignore-sigint", no_argument, NULL, O_IGNORE_INT},
+      {"signal-log", required_argument, NULL, O_SIGLOG},
       {"fork-children", required_argument, NULL, O_FORK},
       {"escape", no_argument, NULL, O_ESCAPE},
       {"stderr", no_argument, NULL, O_STDERR},
@@ -500,6 +556,12 @@ int main(int argc, char **argv) {
       case O_IGNORE:
         o.ignore_sigterm = true;
         break;
+      case O_IGNORE_INT:
+        o.ignore_sigint = true;
+        break;
+      case O_SIGLOG:
+        o.signal_log = optarg;
+        break;
       case O_FORK:
         o.fork_children = parse_long(optarg, "--fork-children");
         break;
@@ -548,9 +610,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   start_ns = now_ns();
-  if (o.ignore_sigterm) {
-    ignore_term();
-  }
+  setup_signals(&o);
   for (long i = 0; i < o.fork_children; i++) {
     pid_t pid = fork();
     if (pid < 0) {
