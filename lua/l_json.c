@@ -45,12 +45,24 @@ static bool is_ws(unsigned c) {
 // ---------------------------------------------------------------------------------------------
 // Decoding.
 
+typedef struct KeyEnt {
+  uint64_t hash;
+  size_t at, len;
+} KeyEnt;
+
+// What a decode holds while it runs (freed by __gc if a Lua error cuts it short): cJSON's tree,
+// and the key array of the skipping decoder (SkipKeys).
 typedef struct JsonTree {
   cJSON *root;
+  KeyEnt *ents;
+  size_t cap;
 } JsonTree;
 
 static int tree_gc(lua_State *L) {
   JsonTree *t = luaL_checkudata(L, 1, TREE_MT);
+  free(t->ents);
+  t->ents = NULL;
+  t->cap = 0;
   if (t->root) {
     cJSON *r = t->root;
     t->root = NULL;
@@ -559,34 +571,23 @@ static inline bool skip_string(JsonDec *d, size_t *pos) {
   return scan_string(d, pos);
 }
 
-// Keys of the objects open in skip_value, to find duplicates as the ordinary decode does: each
-// key's raw text (between its quotes) and a hash of it; start[k] is where the keys of the object
-// open at depth k begin.
-typedef struct KeyEnt {
-  uint64_t hash;
-  size_t at, len;
-} KeyEnt;
-
+// Keys of the objects open in skip_value, to find duplicates as the ordinary decode does (KeyEnt:
+// each key's raw text, between its quotes, and a hash of it); start[k] is where the keys of the
+// object open at depth k begin. The array lives in the decode's JsonTree, reused from member to
+// member and freed with it.
 typedef struct SkipKeys {
   KeyEnt *ents;
   size_t n, cap;
   size_t start[CJSON_NESTING_LIMIT + 1];
 } SkipKeys;
 
-static int keyent_cmp(const void *a, const void *b) {
-  const KeyEnt *x = a, *y = b;
-  if (x->hash != y->hash) {
-    return x->hash < y->hash ? -1 : 1;
-  }
-  return x->len < y->len ? -1 : x->len > y->len;
-}
-
 static bool same_key(const unsigned char *s, const KeyEnt *x, const KeyEnt *y) {
   return x->hash == y->hash && x->len == y->len && memcmp(s + x->at, s + y->at, x->len) == 0;
 }
 
-// True when the k keys at e are all different (sorting them when there are many).
-static bool keys_unique(const unsigned char *s, KeyEnt *e, size_t k) {
+// True when the k keys at e are all different: compared in pairs when there are few, else through
+// an open-addressing table of their indices.
+static bool keys_unique(const unsigned char *s, const KeyEnt *e, size_t k) {
   if (k <= 8) {
     for (size_t a = 1; a < k; a++) {
       for (size_t b = 0; b < a; b++) {
@@ -597,31 +598,56 @@ static bool keys_unique(const unsigned char *s, KeyEnt *e, size_t k) {
     }
     return true;
   }
-  qsort(e, k, sizeof *e, keyent_cmp);
-  for (size_t a = 0; a < k;) {
-    size_t z = a + 1;
-    while (z < k && e[z].hash == e[a].hash && e[z].len == e[a].len) {
-      z++;
-    }
-    for (size_t x = a + 1; x < z; x++) {  // equal hashes: compare the text
-      for (size_t y = a; y < x; y++) {
-        if (same_key(s, &e[x], &e[y])) {
-          return false;
-        }
-      }
-    }
-    a = z;
+  uint32_t local[256];
+  size_t cap = 32;
+  while (cap < 2 * k) {
+    cap *= 2;
   }
-  return true;
-}
-
-// Records the key whose quoted text is s[at, end); false for a key with escapes (two spellings
-// of one key would compare unequal here: those inputs take the ordinary decode) or no memory.
-static bool add_key(SkipKeys *keys, const unsigned char *s, size_t at, size_t end) {
-  size_t len = end - at - 2;
-  if (memchr(s + at + 1, '\\', len)) {
+  uint32_t *slot = cap <= 256 ? local : malloc(cap * sizeof *slot);
+  if (!slot) {
     return false;
   }
+  memset(slot, 0xFF, cap * sizeof *slot);  // UINT32_MAX: empty (k < 2^32: the input is < 1 GiB)
+  // Keys made to collide could make this quadratic: past a linear number of probes it gives up,
+  // and the ordinary decode (Lua's seeded string hashing) decides.
+  bool ok = true;
+  size_t probes = 0, budget = 8 * k + 64;
+  for (size_t a = 0; a < k && ok; a++) {
+    size_t h = (size_t)e[a].hash & (cap - 1);
+    while (slot[h] != UINT32_MAX) {
+      if (same_key(s, &e[slot[h]], &e[a]) || ++probes > budget) {
+        ok = false;
+        break;
+      }
+      h = (h + 1) & (cap - 1);
+    }
+    slot[h] = (uint32_t)a;
+  }
+  if (slot != local) {
+    free(slot);
+  }
+  return ok;
+}
+
+// A hash of the key text p[0, len), eight bytes at a time.
+static uint64_t key_hash(const unsigned char *p, size_t len) {
+  uint64_t h = (uint64_t)len * 0x9E3779B97F4A7C15u, w;
+  size_t k = 0;
+  for (; k + 8 <= len; k += 8) {
+    memcpy(&w, p + k, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDu;
+    h ^= h >> 29;
+  }
+  for (w = 0; k < len; k++) {  // the last 0..7 bytes, one by one (a short memcpy stalls here)
+    w = w << 8 | p[k];
+  }
+  h = (h ^ w) * 0xC4CEB9FE1A85EC53u;
+  return h ^ (h >> 32);
+}
+
+// Records the key whose quoted text is s[at, end) (without escapes); false when out of memory.
+static bool add_key(SkipKeys *keys, const unsigned char *s, size_t at, size_t end) {
+  size_t len = end - at - 2;
   if (keys->n == keys->cap) {
     size_t cap = keys->cap ? keys->cap * 2 : 64;
     KeyEnt *e = realloc(keys->ents, cap * sizeof *e);
@@ -631,11 +657,7 @@ static bool add_key(SkipKeys *keys, const unsigned char *s, size_t at, size_t en
     keys->ents = e;
     keys->cap = cap;
   }
-  uint64_t h = 14695981039346656037u;  // FNV-1a
-  for (size_t k = at + 1; k < end - 1; k++) {
-    h = (h ^ s[k]) * 1099511628211u;
-  }
-  keys->ents[keys->n++] = (KeyEnt){h, at + 1, len};
+  keys->ents[keys->n++] = (KeyEnt){key_hash(s + at + 1, len), at + 1, len};
   return true;
 }
 
@@ -643,16 +665,14 @@ static bool skip_value_in(JsonDec *d, size_t *pos, SkipInfo *info, SkipKeys *key
 
 // Checks one JSON value starting at s[*pos] (no leading whitespace) and moves *pos past it;
 // fills *info (when not NULL) with its kind and the kinds of its direct children.
-static bool skip_value(JsonDec *d, size_t *pos, SkipInfo *info) {
-  SkipKeys *keys = malloc(sizeof *keys);
-  if (!keys) {
-    return false;
-  }
-  keys->ents = NULL;
-  keys->n = keys->cap = 0;
-  bool ok = skip_value_in(d, pos, info, keys);
-  free(keys->ents);
-  free(keys);
+static bool skip_value(JsonDec *d, size_t *pos, SkipInfo *info, JsonTree *tree) {
+  SkipKeys keys;
+  keys.ents = tree->ents;
+  keys.cap = tree->cap;
+  keys.n = 0;
+  bool ok = skip_value_in(d, pos, info, &keys);
+  tree->ents = keys.ents;  // add_key may have grown it
+  tree->cap = keys.cap;
   return ok;
 }
 
@@ -767,9 +787,16 @@ static bool skip_value_in(JsonDec *d, size_t *pos, SkipInfo *info, SkipKeys *key
       break;
     }
     if (!closed) {
-      // A key and its colon.
-      size_t key_at = i;
-      if (i >= n || s[i] != '"' || !skip_string(d, &i) || !add_key(keys, s, key_at, i)) {
+      // A key and its colon. A key with escapes (two spellings of one key would compare
+      // unequal here) or anything wrong in it is left to the ordinary decode.
+      size_t key_at = i++;
+      if (key_at >= n || s[key_at] != '"') {
+        return false;
+      }
+      while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') {
+        i++;
+      }
+      if (i >= n || s[i] != '"' || !add_key(keys, s, key_at, ++i)) {
         return false;
       }
       i = skip_ws(s, n, i);
@@ -853,7 +880,7 @@ static bool dec_skipping(JsonDec *d, int skip, JsonTree *tree) {
       lua_pop(L, 1);
       size_t at = i;
       SkipInfo info;
-      if (!skip_value(d, &i, &info)) {
+      if (!skip_value(d, &i, &info, tree)) {
         return false;
       }
       if (skipped && (info.kind == SK_ARRAY || info.kind == SK_OBJECT)) {
@@ -931,6 +958,8 @@ static int json_decode(lua_State *L) {
   tpl_push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
   JsonTree *tree = lua_newuserdatauv(L, sizeof *tree, 0);
   tree->root = NULL;
+  tree->ents = NULL;
+  tree->cap = 0;
   luaL_setmetatable(L, TREE_MT);  // [text, opts, sentinel, opts.null, array_mt, tree]
 
   JsonDec d = {
