@@ -1,10 +1,15 @@
 // SHA-256 through OpenSSL EVP (openssl/openssl, include/openssl/evp.h: EVP_MD_CTX_new,
-// EVP_DigestInit_ex, EVP_DigestUpdate, EVP_DigestFinal_ex; EVP_sha256).
+// EVP_DigestInit_ex, EVP_DigestUpdate, EVP_DigestFinal_ex; EVP_sha256). The pipe's thread uses
+// POSIX threads (pthread_create, pthread_cond_wait; POSIX.1-2017 <pthread.h>).
 #include "digest.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -107,4 +112,133 @@ int tp_digest_sha256_file(const char *path, char hex[TP_DIGEST_SHA256_HEX + 1], 
     *size = total;
   }
   return finish(ctx, path, hex, err);
+}
+
+// --- Pipe -------------------------------------------------------------------------------------
+
+#define PIPE_QUEUE 16
+
+typedef struct PipeBlock {
+  const void *data;
+  size_t len;
+} PipeBlock;
+
+struct TpDigestPipe {
+  EVP_MD_CTX *ctx;
+  char subject[128];
+  bool threaded;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;  // signalled when a block is queued, hashed, or the pipe stops
+  PipeBlock queue[PIPE_QUEUE];
+  uint64_t pushed;  // tickets handed out
+  uint64_t hashed;  // blocks hashed (tickets 1..hashed are done)
+  bool stop;
+  bool failed;  // EVP_DigestUpdate failed
+};
+
+static void *pipe_main(void *arg) {
+  TpDigestPipe *p = arg;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (p->hashed == p->pushed && !p->stop) {
+      pthread_cond_wait(&p->cv, &p->mu);
+    }
+    if (p->hashed == p->pushed) {
+      break;
+    }
+    PipeBlock b = p->queue[p->hashed % PIPE_QUEUE];
+    pthread_mutex_unlock(&p->mu);
+    bool ok = b.len == 0 || EVP_DigestUpdate(p->ctx, b.data, b.len) == 1;
+    pthread_mutex_lock(&p->mu);
+    p->failed = p->failed || !ok;
+    p->hashed++;
+    pthread_cond_broadcast(&p->cv);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+TpDigestPipe *tp_digest_pipe_new(const char *subject, TpError *err) {
+  TpDigestPipe *p = calloc(1, sizeof *p);
+  if (!p) {
+    tp_error_set(err, TP_ENOMEM, "%s: out of memory", subject);
+    return NULL;
+  }
+  snprintf(p->subject, sizeof p->subject, "%s", subject);
+  if (start(&p->ctx, subject, err) != 0) {
+    free(p);
+    return NULL;
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  p->threaded = pthread_create(&p->thread, NULL, pipe_main, p) == 0;
+  return p;
+}
+
+uint64_t tp_digest_pipe_push(TpDigestPipe *p, const void *data, size_t len) {
+  if (!p->threaded) {
+    p->failed = p->failed || (len > 0 && EVP_DigestUpdate(p->ctx, data, len) != 1);
+    p->hashed = ++p->pushed;
+    return p->pushed;
+  }
+  pthread_mutex_lock(&p->mu);
+  while (p->pushed - p->hashed >= PIPE_QUEUE) {
+    pthread_cond_wait(&p->cv, &p->mu);
+  }
+  p->queue[p->pushed % PIPE_QUEUE] = (PipeBlock){data, len};
+  uint64_t ticket = ++p->pushed;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  return ticket;
+}
+
+void tp_digest_pipe_wait(TpDigestPipe *p, uint64_t ticket) {
+  if (!p->threaded) {
+    return;
+  }
+  pthread_mutex_lock(&p->mu);
+  while (p->hashed < ticket) {
+    pthread_cond_wait(&p->cv, &p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+// Lets the thread hash what was pushed, then ends it.
+static void pipe_stop(TpDigestPipe *p) {
+  if (p->threaded) {
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    p->threaded = false;
+  }
+}
+
+int tp_digest_pipe_finish(TpDigestPipe *p, char hex[TP_DIGEST_SHA256_HEX + 1], TpError *err) {
+  pipe_stop(p);
+  int rc;
+  if (p->failed) {
+    EVP_MD_CTX_free(p->ctx);
+    rc = tp_error_set(err, TP_EINVAL, "%s: digest update failed", p->subject);
+  } else {
+    rc = finish(p->ctx, p->subject, hex, err);
+  }
+  p->ctx = NULL;
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+  return rc;
+}
+
+void tp_digest_pipe_free(TpDigestPipe *p) {
+  if (!p) {
+    return;
+  }
+  pipe_stop(p);
+  EVP_MD_CTX_free(p->ctx);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
 }

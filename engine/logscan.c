@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "logscan_int.h"
 
 #define LONG_BLOCK (TP_LOGSCAN_MAX_LINE / 2)
@@ -708,7 +709,13 @@ int tp_logscan_feed(TpLogScan *s, const char *data, size_t len, TpError *err) {
   return 0;
 }
 
-int tp_logscan_feed_file(TpLogScan *s, const char *path, TpError *err) {
+// Buffers read ahead while the digest thread hashes the ones before (each READ_CHUNK bytes).
+#define DIGEST_BUFFERS 4
+
+// Reads the file at `path` to the end and feeds it; with `pipe`, every chunk is also handed to
+// the digest thread, and a buffer is reused only once the thread is done with it.
+static int feed_path(TpLogScan *s, const char *path, TpDigestPipe *pipe, uint64_t *size,
+                     TpError *err) {
   int rc = check_state(s, err);
   if (rc) {
     return rc;
@@ -728,15 +735,23 @@ int tp_logscan_feed_file(TpLogScan *s, const char *path, TpError *err) {
     return tp_error_set(err, -EISDIR, "%s: is a directory", path);
   }
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  char *buf = malloc(READ_CHUNK);
-  if (!buf) {
+  size_t nbuf = pipe ? DIGEST_BUFFERS : 1;
+  char *bufs = malloc(nbuf * READ_CHUNK);
+  if (!bufs) {
     close(fd);
     return tp_error_set(err, TP_ENOMEM, "%s: out of memory", path);
   }
-  for (;;) {
+  uint64_t tickets[DIGEST_BUFFERS] = {0};
+  uint64_t total = 0;
+  for (size_t k = 0;; k = (k + 1) % nbuf) {
+    char *buf = bufs + k * READ_CHUNK;
+    if (pipe && tickets[k]) {
+      tp_digest_pipe_wait(pipe, tickets[k]);
+    }
     ssize_t got = read(fd, buf, READ_CHUNK);
     if (got < 0) {
       if (errno == EINTR) {
+        k = (k + nbuf - 1) % nbuf;  // same buffer again
         continue;
       }
       rc = tp_error_errno(err, "%s", path);
@@ -745,14 +760,47 @@ int tp_logscan_feed_file(TpLogScan *s, const char *path, TpError *err) {
     if (got == 0) {
       break;
     }
+    total += (uint64_t)got;
+    if (pipe) {
+      tickets[k] = tp_digest_pipe_push(pipe, buf, (size_t)got);
+    }
     rc = tp_logscan_feed(s, buf, (size_t)got, err);
     if (rc) {
       break;
     }
   }
-  free(buf);
+  if (pipe) {
+    // The thread may still read the buffers: wait for every block before freeing them.
+    for (size_t k = 0; k < nbuf; k++) {
+      if (tickets[k]) {
+        tp_digest_pipe_wait(pipe, tickets[k]);
+      }
+    }
+  }
+  free(bufs);
   close(fd);
+  if (size) {
+    *size = total;
+  }
   return rc;
+}
+
+int tp_logscan_feed_file(TpLogScan *s, const char *path, TpError *err) {
+  return feed_path(s, path, NULL, NULL, err);
+}
+
+int tp_logscan_feed_file_sha256(TpLogScan *s, const char *path, char hex[TP_DIGEST_SHA256_HEX + 1],
+                                uint64_t *size, TpError *err) {
+  TpDigestPipe *pipe = tp_digest_pipe_new(path, err);
+  if (!pipe) {
+    return err ? err->code : TP_ENOMEM;
+  }
+  int rc = feed_path(s, path, pipe, size, err);
+  if (rc) {
+    tp_digest_pipe_free(pipe);
+    return rc;
+  }
+  return tp_digest_pipe_finish(pipe, hex, err);
 }
 
 int tp_logscan_finish(TpLogScan *s, TpError *err) {

@@ -270,6 +270,11 @@ int tp_logscan_feed(TpLogScan *s, const char *data, size_t len, TpError *err);
 /// Reads the file at `path` to the end in bounded chunks and feeds it. Errors name the path:
 /// "<path>: No such file or directory" (-ENOENT), "<path>: is a directory" (-EISDIR), ...
 int tp_logscan_feed_file(TpLogScan *s, const char *path, TpError *err);
+/// Like tp_logscan_feed_file, and computes the SHA-256 of the bytes read in the same read (by a
+/// second thread, engine/digest.h): 64 lowercase hex digits in `hex`, the byte count in `*size`
+/// (when not NULL). The digest is that of the file as read, identical to sha256sum's.
+int tp_logscan_feed_file_sha256(TpLogScan *s, const char *path, char hex[65], uint64_t *size,
+                                TpError *err);
 /// Ends the input: processes the last unterminated line, adds end-of-stream diagnostics
 /// (truncated, ...) and settles the format, meta and parameter totals. Idempotent.
 int tp_logscan_finish(TpLogScan *s, TpError *err);

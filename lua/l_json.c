@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonw.h"
 #include "lutil.h"
 #include "store.h"
 
@@ -1047,7 +1048,7 @@ typedef struct JsonEnc {
   bool pretty, sort_keys, allow_nan;
   int indent;
   int depth;
-  int null_idx, array_mt_idx, seen_idx;
+  int null_idx, array_mt_idx, seen_idx, skipped_mt_idx;
   bool nomem;
   char why[160];
   PathElem path[ENCODE_MAX_DEPTH + 1];
@@ -1105,87 +1106,19 @@ static void enc_path(const JsonEnc *e, char *out, size_t cap) {
   }
 }
 
-// RFC 8259 §7: '"', '\\' and U+0000..U+001F must be escaped; everything else is written as is,
-// after checking that it is UTF-8 (§8.1).
+// RFC 8259 §7 escapes and the UTF-8 check (§8.1), by engine/jsonw.c.
 static bool enc_string(JsonEnc *e, const char *str, size_t n) {
-  static const char hexd[] = "0123456789abcdef";
-  const unsigned char *s = (const unsigned char *)str;
-  if (!enc_putc(e, '"')) {
-    return false;
+  size_t bad = 0;
+  int rc = tp_jsonw_string(&e->out, str, n, &bad);
+  if (rc == TP_EINVAL) {
+    return enc_fail(e, "string is not valid UTF-8 (byte 0x%02X at offset %zu)",
+                    (unsigned char)str[bad], bad);
   }
-  size_t run = 0, i = 0;
-  while (i < n) {
-    unsigned c = s[i];
-    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-      i++;
-      continue;
-    }
-    if (c >= 0x80) {
-      size_t k = tpl_utf8_len(s + i, n - i);
-      if (k == 0) {
-        return enc_fail(e, "string is not valid UTF-8 (byte 0x%02X at offset %zu)", c, i);
-      }
-      i += k;
-      continue;
-    }
-    if (!enc_put(e, s + run, i - run)) {
-      return false;
-    }
-    char esc[6] = {'\\', 0, 0, 0, 0, 0};
-    size_t elen = 2;
-    switch (c) {
-      case '"':
-        esc[1] = '"';
-        break;
-      case '\\':
-        esc[1] = '\\';
-        break;
-      case '\n':
-        esc[1] = 'n';
-        break;
-      case '\r':
-        esc[1] = 'r';
-        break;
-      case '\t':
-        esc[1] = 't';
-        break;
-      case '\b':
-        esc[1] = 'b';
-        break;
-      case '\f':
-        esc[1] = 'f';
-        break;
-      default:
-        memcpy(esc + 1, "u00", 3);
-        esc[4] = hexd[c >> 4];
-        esc[5] = hexd[c & 15];
-        elen = 6;
-        break;
-    }
-    if (!enc_put(e, esc, elen)) {
-      return false;
-    }
-    run = ++i;
+  if (rc != 0) {
+    e->nomem = true;
+    return enc_fail(e, "out of memory");
   }
-  return enc_put(e, s + run, n - run) && enc_putc(e, '"');
-}
-
-// Shortest of %.15g, %.16g, %.17g that reads back as the same double (17 significant digits
-// always do, IEEE 754 §5.12.2), plus ".0" when the text would read as an integer, so that Python's
-// json module and our decoder keep it a float.
-static size_t fmt_float(char *buf, size_t cap, double x) {
-  int n = 0;
-  for (int prec = 15; prec <= 17; prec++) {
-    n = snprintf(buf, cap, "%.*g", prec, x);
-    if (strtod(buf, NULL) == x) {
-      break;
-    }
-  }
-  if (n > 0 && (size_t)n + 2 < cap && !strpbrk(buf, ".eEni")) {
-    memcpy(buf + n, ".0", 3);
-    n += 2;
-  }
-  return n > 0 ? (size_t)n : 0;
+  return true;
 }
 
 static bool enc_newline(JsonEnc *e, int depth) {
@@ -1235,6 +1168,14 @@ static bool enc_table(lua_State *L, JsonEnc *e, int idx) {
     return enc_fail(e, "table contains itself (cycle)");
   }
   lua_pop(L, 1);
+  if (lua_getmetatable(L, idx)) {
+    bool skipped = lua_rawequal(L, -1, e->skipped_mt_idx);
+    lua_pop(L, 1);
+    if (skipped) {  // writing it would replace the member's data with its description
+      return enc_fail(e, "a member left undecoded by decode{skip} (decode_skipped gives its "
+                         "value)");
+    }
+  }
   TplTableShape shape;
   if (!tpl_table_shape(L, idx, e->array_mt_idx, &shape)) {
     return enc_fail(e, "table key of type %s (JSON keys are strings)", shape.bad_key);
@@ -1339,7 +1280,7 @@ static bool enc_value(lua_State *L, JsonEnc *e, int idx) {
         return enc_fail(e, "%s is not valid JSON (allow_nan = true writes null)",
                         isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf"));
       }
-      return enc_put(e, buf, fmt_float(buf, sizeof buf, x));
+      return enc_put(e, buf, tp_jsonw_float(buf, sizeof buf, x));
     }
     case LUA_TSTRING: {
       size_t n;
@@ -1383,10 +1324,12 @@ static int json_encode(lua_State *L) {
   e->null_idx = 3;
   e->array_mt_idx = 4;
   e->seen_idx = 5;
+  luaL_getmetatable(L, SKIPPED_MT);  // [value, opts, null, array_mt, seen, encoder, skipped_mt]
+  e->skipped_mt_idx = 7;
   if (!enc_value(L, e, 1)) {
     char where[512];
     enc_path(e, where, sizeof where);
-    lua_settop(L, 6);
+    lua_settop(L, 7);
     tp_buf_free(&e->out);
     return tpl_pushfail(L, e->nomem ? "ENOMEM" : "EINVAL", "%s: %s", where, e->why);
   }

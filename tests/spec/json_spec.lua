@@ -353,6 +353,13 @@ describe('tp.json.decode with skip', function()
     assert.is_true(accepted > 50 and accepted < 950, 'accepted ' .. accepted)
   end)
 
+  it('refuses to encode a skipped member, which would replace its data', function()
+    local v = assert(json.decode('{"a": [1, 2], "b": 1}', { skip = { 'a' } }))
+    fails('$.a: a member left undecoded by decode{skip}', 'EINVAL', json.encode(v))
+    v.a = json.decode_skipped('{"a": [1, 2], "b": 1}', v.a)
+    assert.are.equal('{"a":[1,2],"b":1}', json.encode(v))
+  end)
+
   it('raises on misuse', function()
     assert.has_error(function()
       json.decode('{}', { skip = 'records' })
