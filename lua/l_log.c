@@ -6,10 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomicfile.h"
+#include "digest.h"
+#include "jsonw.h"
 #include "logscan.h"
 #include "lutil.h"
 
 #define SCANNER "tp.log.Scanner"
+#define OUTPUT  "tp.log.Output"
 
 // User values of a Scanner: 1 = the registered parsers ({ {name=, detect=, line=}, ... }) the
 // hooks call, 2 = the error a hook raised (re-raised once the engine has returned).
@@ -353,21 +357,31 @@ static int scan_feed(lua_State *L) {
   return 1;
 }
 
-// scanner:feed_file(path) -> true | nil, err, code
+// scanner:feed_file(path [, sha256]) -> true [, hex, size] | nil, err, code
+// With sha256 true, the file's SHA-256 is computed in the same read (engine/digest.h pipe).
 static int scan_feed_file(lua_State *L) {
   Scanner *u = check_scanner(L, 1);
   const char *path = luaL_checkstring(L, 2);
+  bool sha = lua_toboolean(L, 3);
   lua_settop(L, 2);
   enter(L, u);
   TpError err;
-  int rc = tp_logscan_feed_file(u->s, path, &err);
+  char hex[TP_DIGEST_SHA256_HEX + 1];
+  uint64_t size = 0;
+  int rc = sha ? tp_logscan_feed_file_sha256(u->s, path, hex, &size, &err)
+               : tp_logscan_feed_file(u->s, path, &err);
   u->L = NULL;
   if (rc) {
     return engine_failure(L, u, &err);
   }
   tp_logscan_take_new(u->s);
   lua_pushboolean(L, 1);
-  return 1;
+  if (!sha) {
+    return 1;
+  }
+  lua_pushstring(L, hex);
+  lua_pushinteger(L, (lua_Integer)size);
+  return 3;
 }
 
 // scanner:finish() -> {records not returned by feed yet...} | nil, err, code
@@ -463,6 +477,523 @@ static int scan_column(lua_State *L) {
     }
   }
   return 2;
+}
+
+// --- Column queries for tp.record (records are not materialised) ------------------------------
+
+static bool is_finite_num(double v) {
+  return isfinite(v);
+}
+
+// Field number of the name at idx (a numeric record field), or raises.
+static int check_field(lua_State *L, int idx) {
+  size_t nl;
+  const char *name = luaL_checklstring(L, idx, &nl);
+  int f = tp_logscan_field_index(name, nl);
+  if (f < 0) {
+    luaL_argerror(L, idx, lua_pushfstring(L, "unknown record field '%s'", name));
+  }
+  return f;
+}
+
+// Clamped 0-based range [*lo, *hi) from the optional 1-based inclusive first (idx), last.
+static void check_range(lua_State *L, int idx, size_t n, size_t *lo, size_t *hi) {
+  lua_Integer first = luaL_optinteger(L, idx, 1);
+  lua_Integer last = luaL_optinteger(L, idx + 1, (lua_Integer)n);
+  if (first < 1) {
+    first = 1;
+  }
+  if (last > (lua_Integer)n) {
+    last = (lua_Integer)n;
+  }
+  *lo = (size_t)(first - 1);
+  *hi = last >= first ? (size_t)last : *lo;
+}
+
+// scanner:values(name [, first, last [, positions]]) -> values [, positions]: the finite values
+// of numeric field `name` in records first..last (1-based, inclusive), in record order, as the
+// records hold them (integers for count fields); with `positions` true, also the position of
+// each such record.
+static int scan_values(lua_State *L) {
+  Scanner *u = check_scanner(L, 1);
+  int f = check_field(L, 2);
+  size_t lo, hi;
+  check_range(L, 3, tp_logscan_nrecords(u->s), &lo, &hi);
+  bool want_pos = lua_toboolean(L, 5);
+  bool is_int = tp_logscan_field_is_int(f);
+  size_t span = hi - lo;
+  lua_settop(L, 4);
+  lua_createtable(L, (int)(span < 1000000 ? span : 1000000), 0);  // [.., values]
+  if (want_pos) {
+    lua_createtable(L, (int)(span < 1000000 ? span : 1000000), 0);  // [.., values, positions]
+  }
+  lua_Integer k = 0;
+  for (size_t i = lo; i < hi; i++) {
+    TpLogRecord r;
+    tp_logscan_record(u->s, i, &r);
+    if ((r.present >> f & 1) && is_finite_num(r.v[f])) {
+      k++;
+      push_num(L, r.v[f], is_int);
+      lua_rawseti(L, 5, k);
+      if (want_pos) {
+        lua_pushinteger(L, (lua_Integer)i + 1);
+        lua_rawseti(L, -2, k);
+      }
+    }
+  }
+  return want_pos ? 2 : 1;
+}
+
+// scanner:peak(names) -> the largest finite value of the fields `names` (a list) over all
+// records, or nil. Records are visited in order and each record's fields in list order; a value
+// replaces the peak only when larger, so the first of equal values stays (as tp.record's loop).
+static int scan_peak(lua_State *L) {
+  Scanner *u = check_scanner(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  int fields[TP_LOG_F_COUNT];
+  lua_Integer nf = luaL_len(L, 2);
+  luaL_argcheck(L, nf <= TP_LOG_F_COUNT, 2, "too many fields");
+  for (lua_Integer j = 0; j < nf; j++) {
+    lua_geti(L, 2, j + 1);
+    fields[j] = check_field(L, -1);
+    lua_pop(L, 1);
+  }
+  size_t n = tp_logscan_nrecords(u->s);
+  bool have = false;
+  double best = 0;
+  int best_f = 0;
+  for (size_t i = 0; i < n; i++) {
+    TpLogRecord r;
+    tp_logscan_record(u->s, i, &r);
+    for (lua_Integer j = 0; j < nf; j++) {
+      int f = fields[j];
+      if ((r.present >> f & 1) && is_finite_num(r.v[f]) && (!have || r.v[f] > best)) {
+        have = true;
+        best = r.v[f];
+        best_f = f;
+      }
+    }
+  }
+  if (!have) {
+    lua_pushnil(L);
+  } else {
+    push_num(L, best, tp_logscan_field_is_int(best_f));
+  }
+  return 1;
+}
+
+// True when record r has a value a record table would hold as a non-finite number: a numeric
+// field, or a loss of its `losses` table (present with two losses or more).
+static bool has_nonfinite(const TpLogRecord *r) {
+  for (int f = 0; f < TP_LOG_F_COUNT; f++) {
+    if ((r->present >> f & 1) && !is_finite_num(r->v[f])) {
+      return true;
+    }
+  }
+  if (r->nlosses >= 2) {
+    size_t pos = 0;
+    TpLogKv kv;
+    while (tp_logscan_kv_next(r, &pos, &kv)) {
+      if (kv.kind == TP_LOG_KV_LOSS && !is_finite_num(kv.num)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// scanner:nonfinite() -> positions of the records that hold a non-finite number (a field, or a
+// loss when the record has several).
+static int scan_nonfinite(lua_State *L) {
+  Scanner *u = check_scanner(L, 1);
+  size_t n = tp_logscan_nrecords(u->s);
+  lua_newtable(L);
+  lua_Integer k = 0;
+  for (size_t i = 0; i < n; i++) {
+    TpLogRecord r;
+    tp_logscan_record(u->s, i, &r);
+    if (has_nonfinite(&r)) {
+      lua_pushinteger(L, (lua_Integer)i + 1);
+      lua_rawseti(L, -2, ++k);
+    }
+  }
+  return 1;
+}
+
+// scanner:derived_any() -> true when a record with a finite step time has it derived.
+static int scan_derived_any(lua_State *L) {
+  Scanner *u = check_scanner(L, 1);
+  size_t n = tp_logscan_nrecords(u->s);
+  bool any = false;
+  for (size_t i = 0; i < n && !any; i++) {
+    TpLogRecord r;
+    tp_logscan_record(u->s, i, &r);
+    any = r.step_time_derived && (r.present >> TP_LOG_F_STEP_TIME_S & 1) &&
+          is_finite_num(r.v[TP_LOG_F_STEP_TIME_S]);
+  }
+  lua_pushboolean(L, any);
+  return 1;
+}
+
+// --- Records as JSON --------------------------------------------------------------------------
+//
+// The `records` array of a run record, written the way tp.json's encoder (lua/l_json.c, pretty,
+// sort_keys, indent 2) writes the tables tp.record builds from push_record: every field of the
+// record contract present, null where the log has no value or a non-finite one; count fields as
+// integers when integral; losses (two or more) and extra labels as objects whose repeated names
+// keep the last value.
+
+// The record's members: numeric fields 0..TP_LOG_F_COUNT-1, then these.
+enum {
+  RM_DERIVED = TP_LOG_F_COUNT,
+  RM_LOSSES,
+  RM_TIMESTAMP,
+  RM_EXTRA,
+  RM_COUNT,
+};
+
+typedef struct Member {
+  const char *name;
+  int id;
+} Member;
+
+static int member_cmp(const void *a, const void *b) {
+  return strcmp(((const Member *)a)->name, ((const Member *)b)->name);
+}
+
+// The members in key order (sorted once).
+static const Member *sorted_members(void) {
+  static Member m[RM_COUNT];
+  static bool ready = false;
+  if (!ready) {
+    for (int f = 0; f < TP_LOG_F_COUNT; f++) {
+      m[f] = (Member){tp_logscan_field_name(f), f};
+    }
+    m[RM_DERIVED] = (Member){"step_time_derived", RM_DERIVED};
+    m[RM_LOSSES] = (Member){"losses", RM_LOSSES};
+    m[RM_TIMESTAMP] = (Member){"timestamp", RM_TIMESTAMP};
+    m[RM_EXTRA] = (Member){"extra", RM_EXTRA};
+    qsort(m, RM_COUNT, sizeof m[0], member_cmp);
+    ready = true;
+  }
+  return m;
+}
+
+typedef struct RecWriter {
+  TpBuf *out;
+  TpBuf kvs;        // scratch: the entries of one losses/extra object (KvEnt)
+  size_t record;    // 1-based, for error paths
+  const char *key;  // member (and object key) being written, for error paths
+  size_t key_len;
+  const char *subkey;
+  size_t subkey_len;
+  char why[160];
+  bool nomem;
+} RecWriter;
+
+typedef struct KvEnt {
+  TpLogKv kv;
+  size_t order;
+} KvEnt;
+
+// Same order as tp.json's sorted keys (bytewise, a prefix first); equal names by position.
+static int kvent_cmp(const void *a, const void *b) {
+  const KvEnt *x = a, *y = b;
+  size_t m = x->kv.name_len < y->kv.name_len ? x->kv.name_len : y->kv.name_len;
+  int c = memcmp(x->kv.name, y->kv.name, m);
+  if (c == 0) {
+    c = (x->kv.name_len > y->kv.name_len) - (x->kv.name_len < y->kv.name_len);
+  }
+  if (c == 0) {
+    c = (x->order > y->order) - (x->order < y->order);
+  }
+  return c;
+}
+
+static bool rw_put(RecWriter *w, const char *p, size_t n) {
+  if (tp_buf_append(w->out, p, n) != 0) {
+    w->nomem = true;
+    snprintf(w->why, sizeof w->why, "out of memory");
+    return false;
+  }
+  return true;
+}
+
+static bool rw_string(RecWriter *w, const char *s, size_t n) {
+  size_t bad = 0;
+  int rc = tp_jsonw_string(w->out, s, n, &bad);
+  if (rc == TP_EINVAL) {
+    snprintf(w->why, sizeof w->why, "string is not valid UTF-8 (byte 0x%02X at offset %zu)",
+             (unsigned char)s[bad], bad);
+    return false;
+  }
+  if (rc != 0) {
+    w->nomem = true;
+    snprintf(w->why, sizeof w->why, "out of memory");
+    return false;
+  }
+  return true;
+}
+
+static bool rw_number(RecWriter *w, double v, bool as_int) {
+  char buf[TP_JSONW_NUM_MAX];
+  if (!is_finite_num(v)) {
+    return rw_put(w, "null", 4);
+  }
+  if (as_int && v == floor(v) && v >= -9007199254740992.0 && v <= 9007199254740992.0) {
+    // Decimal digits of the integer, as "%lld" writes them (without printf's cost).
+    long long x = (long long)v;
+    unsigned long long m = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+    char *e = buf + sizeof buf, *p = e;
+    do {
+      *--p = (char)('0' + m % 10);
+      m /= 10;
+    } while (m > 0);
+    if (x < 0) {
+      *--p = '-';
+    }
+    return rw_put(w, p, (size_t)(e - p));
+  }
+  return rw_put(w, buf, tp_jsonw_float(buf, sizeof buf, v));
+}
+
+// Writes the losses (kind TP_LOG_KV_LOSS) or extra entries of r as an object at depth 4.
+static bool rw_object(RecWriter *w, const TpLogRecord *r, TpLogKvKind kind) {
+  w->kvs.len = 0;
+  size_t pos = 0, n = 0;
+  TpLogKv kv;
+  while (tp_logscan_kv_next(r, &pos, &kv)) {
+    if (kv.kind == kind) {
+      KvEnt e = {kv, n++};
+      if (tp_buf_append(&w->kvs, &e, sizeof e) != 0) {
+        w->nomem = true;
+        snprintf(w->why, sizeof w->why, "out of memory");
+        return false;
+      }
+    }
+  }
+  KvEnt *ents = (KvEnt *)(void *)w->kvs.data;
+  qsort(ents, n, sizeof *ents, kvent_cmp);
+  if (!rw_put(w, "{", 1)) {
+    return false;
+  }
+  bool first = true;
+  for (size_t k = 0; k < n; k++) {
+    // A repeated name keeps its last value: skip an entry followed by the same name.
+    if (k + 1 < n && ents[k + 1].kv.name_len == ents[k].kv.name_len &&
+        memcmp(ents[k + 1].kv.name, ents[k].kv.name, ents[k].kv.name_len) == 0) {
+      continue;
+    }
+    const TpLogKv *e = &ents[k].kv;
+    w->subkey = e->name;
+    w->subkey_len = e->name_len;
+    if (!rw_put(w, first ? "\n        " : ",\n        ", first ? 9 : 10) ||
+        !rw_string(w, e->name, e->name_len) || !rw_put(w, ": ", 2)) {
+      return false;
+    }
+    first = false;
+    bool ok =
+        kind == TP_LOG_KV_LOSS ? rw_number(w, e->num, false) : rw_string(w, e->str, e->str_len);
+    if (!ok) {
+      return false;
+    }
+  }
+  w->subkey = NULL;
+  return rw_put(w, first ? "}" : "\n      }", first ? 1 : 8);
+}
+
+static bool has_kind(const TpLogRecord *r, TpLogKvKind kind) {
+  size_t pos = 0;
+  TpLogKv kv;
+  while (tp_logscan_kv_next(r, &pos, &kv)) {
+    if (kv.kind == kind) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Writes record r as an object at depth 2.
+static bool rw_record(RecWriter *w, const TpLogRecord *r) {
+  const Member *m = sorted_members();
+  if (!rw_put(w, "{", 1)) {
+    return false;
+  }
+  for (int k = 0; k < RM_COUNT; k++) {
+    w->key = m[k].name;
+    w->key_len = strlen(m[k].name);
+    if (!rw_put(w, k > 0 ? ",\n      \"" : "\n      \"", k > 0 ? 9 : 8) ||
+        !rw_put(w, w->key, w->key_len) || !rw_put(w, "\": ", 3)) {
+      return false;
+    }
+    int id = m[k].id;
+    bool ok;
+    if (id < TP_LOG_F_COUNT) {
+      ok = (r->present >> id & 1) ? rw_number(w, r->v[id], tp_logscan_field_is_int(id))
+                                  : rw_put(w, "null", 4);
+    } else if (id == RM_DERIVED) {
+      ok = r->step_time_derived ? rw_put(w, "true", 4) : rw_put(w, "null", 4);
+    } else if (id == RM_TIMESTAMP) {
+      ok = r->timestamp ? rw_string(w, r->timestamp, r->timestamp_len) : rw_put(w, "null", 4);
+    } else if (id == RM_LOSSES) {
+      ok = r->nlosses >= 2 ? rw_object(w, r, TP_LOG_KV_LOSS) : rw_put(w, "null", 4);
+    } else {
+      ok = has_kind(r, TP_LOG_KV_EXTRA) ? rw_object(w, r, TP_LOG_KV_EXTRA) : rw_put(w, "null", 4);
+    }
+    if (!ok) {
+      return false;
+    }
+  }
+  w->key = NULL;
+  return rw_put(w, "\n    }", 6);
+}
+
+// "$.records[i].key.sub" as tp.json's encoder names a place (enc_path in lua/l_json.c): .name
+// for identifier-like keys, ["name"] for the others.
+static void rw_path(const RecWriter *w, char *out, size_t cap) {
+  size_t o = (size_t)snprintf(out, cap, "$.records[%zu]", w->record);
+  const char *keys[2] = {w->key, w->subkey};
+  size_t lens[2] = {w->key_len, w->subkey_len};
+  for (int j = 0; j < 2 && keys[j] && o + 8 < cap; j++) {
+    const char *p = keys[j];
+    size_t n = lens[j];
+    bool ident = n > 0 && n <= 40 && !(p[0] >= '0' && p[0] <= '9');
+    for (size_t k = 0; ident && k < n; k++) {
+      unsigned char c = (unsigned char)p[k];
+      ident =
+          c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    }
+    char what[64];
+    tpl_snippet(what, sizeof what, p, n, 40);
+    o += (size_t)snprintf(out + o, cap - o, ident ? ".%s" : "[\"%s\"]", what);
+    if (o >= cap) {
+      o = cap - 1;
+    }
+  }
+}
+
+// --- Output: a file written as a stream, put in place atomically -------------------------------
+
+typedef struct Output {
+  TpAtomicFile f;
+  bool open;
+} Output;
+
+static Output *check_output(lua_State *L, int idx) {
+  Output *o = luaL_checkudata(L, idx, OUTPUT);
+  if (!o->open) {
+    luaL_error(L, "attempt to use a closed output file");
+  }
+  return o;
+}
+
+// log.output(path [, mode]) -> Output | nil, err, code: starts "<path>.tmp.XXXXXX".
+static int log_output(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_Integer mode = luaL_optinteger(L, 2, 0644);
+  luaL_argcheck(L, mode >= 0 && mode <= 07777, 2, "mode out of range");
+  Output *o = lua_newuserdatauv(L, sizeof *o, 0);
+  memset(o, 0, sizeof *o);
+  o->f.fd = -1;
+  luaL_setmetatable(L, OUTPUT);
+  TpError err;
+  if (tp_atomicfile_open(&o->f, path, (int)mode, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  o->open = true;
+  return 1;
+}
+
+// Aborts the file after a failure and pushes nil, err, code.
+static int output_failure(lua_State *L, Output *o, const TpError *err) {
+  tp_atomicfile_abort(&o->f);
+  o->open = false;
+  return tpl_pusherror(L, err);
+}
+
+// output:write(text) -> true | nil, err, code (the file is then removed)
+static int output_write(lua_State *L) {
+  Output *o = check_output(L, 1);
+  size_t n;
+  const char *p = luaL_checklstring(L, 2, &n);
+  TpError err;
+  if (tp_atomicfile_write(&o->f, p, n, &err) != 0) {
+    return output_failure(L, o, &err);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+// output:records(scanner) -> true | nil, err, code: writes the scanner's records as the JSON
+// array tp.record's `records` member holds (at depth 1 of a pretty record). A string that is
+// not UTF-8 fails with "$.records[i]...: string is not valid UTF-8 (...)" (code EINVAL).
+static int output_records(lua_State *L) {
+  Output *o = check_output(L, 1);
+  Scanner *u = check_scanner(L, 2);
+  size_t n = tp_logscan_nrecords(u->s);
+  RecWriter w;
+  memset(&w, 0, sizeof w);
+  w.out = &o->f.buf;
+  TpError err;
+  bool ok = rw_put(&w, "[", 1);
+  for (size_t i = 0; ok && i < n; i++) {
+    TpLogRecord r;
+    tp_logscan_record(u->s, i, &r);
+    w.record = i + 1;
+    ok = rw_put(&w, i > 0 ? ",\n    " : "\n    ", i > 0 ? 6 : 5) && rw_record(&w, &r);
+    if (ok && tp_atomicfile_pump(&o->f, &err) != 0) {
+      tp_buf_free(&w.kvs);
+      return output_failure(L, o, &err);
+    }
+  }
+  ok = ok && rw_put(&w, n > 0 ? "\n  ]" : "]", n > 0 ? 4 : 1);
+  tp_buf_free(&w.kvs);
+  if (!ok) {
+    char where[256];
+    rw_path(&w, where, sizeof where);
+    tp_atomicfile_abort(&o->f);
+    o->open = false;
+    return tpl_pushfail(L, w.nomem ? "ENOMEM" : "EINVAL", "%s: %s", where, w.why);
+  }
+  if (tp_atomicfile_pump(&o->f, &err) != 0) {
+    return output_failure(L, o, &err);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+// output:commit() -> true | nil, err, code: fsync, rename over the path, fsync the directory.
+static int output_commit(lua_State *L) {
+  Output *o = check_output(L, 1);
+  TpError err;
+  int rc = tp_atomicfile_commit(&o->f, &err);
+  tp_atomicfile_abort(&o->f);  // frees; the committed file stays
+  o->open = false;
+  if (rc != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+// output:close(): removes the temporary file unless committed; idempotent.
+static int output_close(lua_State *L) {
+  Output *o = luaL_checkudata(L, 1, OUTPUT);
+  if (o->open) {
+    o->open = false;
+    tp_atomicfile_abort(&o->f);
+  }
+  return 0;
+}
+
+static int output_tostring(lua_State *L) {
+  Output *o = luaL_checkudata(L, 1, OUTPUT);
+  if (o->open) {
+    lua_pushfstring(L, "tp.log.Output (%s)", o->f.path);
+  } else {
+    lua_pushstring(L, "tp.log.Output (closed)");
+  }
+  return 1;
 }
 
 static void set_num(lua_State *L, const char *k, double v, bool as_int) {
@@ -686,6 +1217,10 @@ int luaopen_tp__log(lua_State *L) {
       {"result", scan_result},
       {"close", scan_close},
       {"diagnostics", scan_diagnostics},
+      {"values", scan_values},
+      {"peak", scan_peak},
+      {"nonfinite", scan_nonfinite},
+      {"derived_any", scan_derived_any},
       {NULL, NULL},
   };
   static const luaL_Reg meta[] = {
@@ -695,9 +1230,24 @@ int luaopen_tp__log(lua_State *L) {
       {NULL, NULL},
   };
   tpl_newclass(L, SCANNER, methods, meta);
+  static const luaL_Reg out_methods[] = {
+      {"write", output_write},
+      {"records", output_records},
+      {"commit", output_commit},
+      {"close", output_close},
+      {NULL, NULL},
+  };
+  static const luaL_Reg out_meta[] = {
+      {"__gc", output_close},
+      {"__close", output_close},
+      {"__tostring", output_tostring},
+      {NULL, NULL},
+  };
+  tpl_newclass(L, OUTPUT, out_methods, out_meta);
   static const luaL_Reg funcs[] = {
       {"new", log_new},
       {"parse_number", log_parse_number},
+      {"output", log_output},
       {NULL, NULL},
   };
   luaL_newlib(L, funcs);

@@ -30,6 +30,7 @@ local PARSE_OPTS = {
   seq_len = 'number',
   gpus = 'number',
   is_string = 'boolean',
+  sha256 = 'boolean',
 }
 
 local function check_opts(opts, allowed, level)
@@ -129,6 +130,8 @@ end
 ---@field diagnostics table[] {kind=, severity=, message=, line=, first_line=, count=}
 ---@field meta table run facts the log states (global_batch_size, seq_len, world_size, ...)
 ---@field lines integer lines read
+---@field sha256 string|nil SHA-256 of the file (lowercase hex), with parse's `sha256` option
+---@field size_bytes integer|nil bytes of the file, with parse's `sha256` option
 ---@field bytes integer bytes read
 local Log = {}
 Log.__index = Log
@@ -144,6 +147,50 @@ Log.__index = Log
 function Log:column(name)
   check('name', name, 'string')
   return self._scanner:column(name)
+end
+
+--- Returns the finite values of numeric record field `name` in records first..last (default:
+--- all), in record order and as the records hold them (integers for counts), and with
+--- `positions` the position of each such record. Nothing is materialised but the arrays.
+---@param name string a numeric record field ('step_time_s', 'global_batch_size', ...)
+---@param first? integer
+---@param last? integer
+---@param positions? boolean
+---@return number[] values, integer[]? positions
+function Log:values(name, first, last, positions)
+  check('name', name, 'string')
+  return self._scanner:values(name, first, last, positions)
+end
+
+--- Returns the largest finite value of the numeric record fields `names` over all records (records
+--- in order, each record's fields in list order; the first of equal values is kept), or nil.
+---@param names string[]
+---@return number|nil
+function Log:peak(names)
+  check('names', names, 'table')
+  return self._scanner:peak(names)
+end
+
+--- Returns the positions of the records that hold a non-finite number (a field, or one of their
+--- losses when they have several).
+---@return integer[]
+function Log:nonfinite()
+  return self._scanner:nonfinite()
+end
+
+--- Returns true when a record with a finite step time has it derived (step_time_derived).
+---@return boolean
+function Log:derived_any()
+  return self._scanner:derived_any()
+end
+
+--- Writes the records to `out` (an output file from tp.log.output) as the JSON array of a run
+--- record's `records` member (tp.record: every contract field, null where absent or not finite),
+--- indented for depth 1 of a pretty record, without building them as tables.
+---@param out userdata
+---@return true|nil ok, string? err, string? code
+function Log:write_records(out)
+  return out:records(self._scanner)
 end
 
 --- Returns the records as a plain array of tables (all materialised at once).
@@ -220,6 +267,8 @@ end
 ---@field seq_len? number sequence length, idem
 ---@field gpus? number GPUs of the run, idem
 ---@field is_string? boolean the first argument is log text, not a path
+---@field sha256? boolean also compute the file's SHA-256 in the same read (a second thread
+---  hashes the chunks the scanner reads): the log's `sha256` (hex) and `size_bytes`
 ---@param src string path or log text
 ---@param opts? tp.log.ParseOpts
 ---@return tp.log.Log|nil log, string? err, string? code
@@ -234,8 +283,14 @@ function M.parse(src, opts)
     is_string = src:find('\n', 1, true) ~= nil
   end
   local ok, err, code
+  local sha, size
   if is_string then
     ok, err, code = sc:feed(src)
+  elseif opts.sha256 then
+    ok, err, code = sc:feed_file(src, true)
+    if ok then
+      sha, size = err, code
+    end
   else
     ok, err, code = sc:feed_file(src)
   end
@@ -246,7 +301,9 @@ function M.parse(src, opts)
     sc:close()
     return nil, err, code
   end
-  return build_log(sc, parsers, not is_string and src or nil)
+  local log = build_log(sc, parsers, not is_string and src or nil)
+  log.sha256, log.size_bytes = sha, size
+  return log
 end
 
 ---@class tp.log.Stream
@@ -397,6 +454,21 @@ function M.formats()
     out[#out + 1] = p.name
   end
   return out
+end
+
+--- Starts a file written as a stream and put in place atomically: the bytes go to
+--- "<path>.tmp.XXXXXX" in the same directory; `out:commit()` fsyncs it, renames it over `path`
+--- and fsyncs the directory; `out:close()` (or a failed write, or the collector) removes it.
+--- `out:write(text)` and `log:write_records(out)` return true or nil, err, code.
+---```lua
+---local out <close> = assert(tp.log.output('run.json'))
+---assert(out:write('[]\n')); assert(out:commit())
+---```
+---@param path string
+---@return userdata|nil out, string? err, string? code
+function M.output(path)
+  check('path', path, 'string')
+  return C.output(path)
 end
 
 --- The largest line the scanner examines (longer ones are skipped with a 'long_line'

@@ -65,7 +65,7 @@ local OPT_TYPES = {
   exit_status = 'number', started_at = 'string', finished_at = 'string',
   platform = 'string', framework = 'string', model = 'string', dataset = 'string',
   methodology = 'string', ['repeat'] = 'number', gpu_info = 'table', run_id = 'string',
-  experiment = 'string', hardware = 'string',
+  experiment = 'string', hardware = 'string', lazy_records = 'boolean',
 }
 local TOP_LEVEL = { 'platform', 'framework', 'model', 'dataset', 'methodology', 'repeat',
   'gpu_info', 'run_id', 'experiment' }
@@ -221,15 +221,75 @@ local function slice(xs, first, last)
   return table.move(xs, first, last, 1, {})
 end
 
--- Mean of the present (finite) values of field `f` over records[first..last]; nil if none.
-local function mean_field(records, f, first, last)
-  local xs = {}
-  for i = first, last do
-    local v = records[i][f]
-    if is_finite(v) then
-      xs[#xs + 1] = v
+-- Raises best[g] to the finite numbers found in t[fields[..]].
+local function raise_peak(best, g, t, fields)
+  for k = 1, #fields do
+    local v = t[fields[k]]
+    if type(v) == 'number' and v == v and v < HUGE and v > -HUGE
+      and (best[g] == nil or v > best[g]) then
+      best[g] = v
     end
   end
+end
+
+-- What the metrics read of the records, through one interface with two implementations: the
+-- converted record tables (from_log), and the scanner's stored records (lazy_records, nothing
+-- materialised; tp.log's values, peak and derived_any do the same in C).
+--   A.n                        number of records
+--   A.values(f, first, last, pos)  finite values of field f in records first..last (and, with
+--                              pos, their positions)
+--   A.peak(fields)             largest finite value of the fields (records in order), or nil
+--   A.derived_any()            a record with a finite step time has it derived
+local function table_access(records)
+  local A = { n = #records }
+  function A.values(f, first, last)
+    local vals, pos = {}, {}
+    for i = first or 1, last or #records do
+      local v = records[i][f]
+      if is_finite(v) then
+        vals[#vals + 1] = v
+        pos[#pos + 1] = i
+      end
+    end
+    return vals, pos
+  end
+  function A.peak(fields)
+    local best = {}
+    for i = 1, #records do
+      raise_peak(best, 1, records[i], fields)
+    end
+    return best[1]
+  end
+  function A.derived_any()
+    for i = 1, #records do
+      local r = records[i]
+      if is_finite(r.step_time_s) and r.step_time_derived == true then
+        return true
+      end
+    end
+    return false
+  end
+  return A
+end
+
+local function log_access(log, n)
+  return {
+    n = n,
+    values = function(f, first, last, pos)
+      return log:values(f, first, last, pos)
+    end,
+    peak = function(fields)
+      return log:peak(fields)
+    end,
+    derived_any = function()
+      return log:derived_any()
+    end,
+  }
+end
+
+-- Mean of the present (finite) values of field `f` over records[first..last]; nil if none.
+local function mean_field(A, f, first, last)
+  local xs = A.values(f, first, last)
   if #xs == 0 then
     return nil
   end
@@ -237,22 +297,19 @@ local function mean_field(records, f, first, last)
 end
 
 -- The global batch size shared by records[first..last], 'varies' when it changes, nil if absent.
-local function records_gbs(records, first, last)
+local function records_gbs(A, first, last)
   local gbs
-  for i = first, last do
-    local v = records[i].global_batch_size
-    if is_finite(v) then
-      if gbs == nil then
-        gbs = v
-      elseif gbs ~= v then
-        return 'varies'
-      end
+  for _, v in ipairs((A.values('global_batch_size', first, last))) do
+    if gbs == nil then
+      gbs = v
+    elseif gbs ~= v then
+      return 'varies'
     end
   end
   return gbs
 end
 
-local function build_training_config(log, records, opts, diags)
+local function build_training_config(log, A, opts, diags)
   local meta, args = log.meta or {}, log.args or {}
   local cfg, src = {}, {}
   local function set(key, ...)
@@ -262,8 +319,8 @@ local function build_training_config(log, records, opts, diags)
       src[key] = from
     end
   end
-  local last = records[#records] or {}
-  local rec_gbs = #records > 0 and records_gbs(records, 1, #records) or nil
+  local last_train_iters = A.n > 0 and A.values('train_iters', A.n, A.n)[1] or nil
+  local rec_gbs = A.n > 0 and records_gbs(A, 1, A.n) or nil
   if rec_gbs == 'varies' then
     rec_gbs = nil
   end
@@ -286,7 +343,7 @@ local function build_training_config(log, records, opts, diags)
   set('expert_parallel_size', meta.ep, 'log', arg_number(args, 'expert_model_parallel_size'),
     'args')
   set('max_steps', meta.train_iters, 'log', arg_number(args, 'train_iters'), 'args',
-    last.train_iters, 'records')
+    last_train_iters, 'records')
   local precision
   if arg_true(args, 'fp8') or (args.fp8 and args.fp8 ~= 'None' and args.fp8 ~= 'False') then
     precision = 'fp8'
@@ -323,19 +380,12 @@ local function build_training_config(log, records, opts, diags)
   return cfg
 end
 
-local function build_performance(records, cfg, diags)
-  local times, rec_of = {}, {}
-  local derived = false
-  for i, r in ipairs(records) do
-    if is_finite(r.step_time_s) then
-      times[#times + 1] = r.step_time_s
-      rec_of[#times] = i
-      derived = derived or r.step_time_derived == true
-    end
-  end
+local function build_performance(A, cfg, diags)
+  local times, rec_of = A.values('step_time_s', nil, nil, true)
+  local derived = #times > 0 and A.derived_any()
   local perf = { records_with_step_time = #times, step_time_derived = derived }
   if #times == 0 then
-    if #records > 0 then
+    if A.n > 0 then
       diag(diags, 'no_step_time', 'warning',
         'no record carries a step time: step-time statistics and tokens/s are not computed')
     end
@@ -358,8 +408,8 @@ local function build_performance(records, cfg, diags)
     statistic = w.statistic,
     first_record = first_rec,
     last_record = last_rec,
-    first_iteration = records[first_rec].iteration or null,
-    last_iteration = records[last_rec].iteration or null,
+    first_iteration = A.values('iteration', first_rec, first_rec)[1] or null,
+    last_iteration = A.values('iteration', last_rec, last_rec)[1] or null,
     records = w.count,
   }
   if w.method ~= 'mser-5' then
@@ -387,15 +437,20 @@ local function build_performance(records, cfg, diags)
   local missing = {}
   if gbs == null then
     -- No single batch size for the run (ramp-up): use the window's own.
-    local v = records_gbs(records, first_rec, last_rec)
+    local v = records_gbs(A, first_rec, last_rec)
     if v == 'varies' then
       -- Ramp-up inside the window: samples over the window / time over the window, expressed as
       -- the batch size that gives that rate at the window's mean step time.
       local samples, sec = 0, 0
+      local k_of = {}
       for k = w.first, w.last do
-        local r = records[rec_of[k]]
-        if is_finite(r.global_batch_size) then
-          samples, sec = samples + r.global_batch_size, sec + r.step_time_s
+        k_of[rec_of[k]] = k
+      end
+      local gv, gpos = A.values('global_batch_size', first_rec, last_rec, true)
+      for j = 1, #gv do
+        local k = k_of[gpos[j]]
+        if k then
+          samples, sec = samples + gv[j], sec + times[k]
         end
       end
       gbs = samples / sec * s.mean
@@ -430,11 +485,11 @@ local function build_performance(records, cfg, diags)
         '(tplua extract --gpus)')
     end
   end
-  perf.framework_tokens_per_second_per_gpu = mean_field(records, 'tokens_per_s_per_gpu',
+  perf.framework_tokens_per_second_per_gpu = mean_field(A, 'tokens_per_s_per_gpu',
     first_rec, last_rec) or null
-  perf.framework_tflops_per_gpu = mean_field(records, 'tflops_per_gpu', first_rec, last_rec)
+  perf.framework_tflops_per_gpu = mean_field(A, 'tflops_per_gpu', first_rec, last_rec)
     or null
-  perf.framework_mfu_pct = mean_field(records, 'mfu_pct', first_rec, last_rec) or null
+  perf.framework_mfu_pct = mean_field(A, 'mfu_pct', first_rec, last_rec) or null
   return perf
 end
 
@@ -526,31 +581,17 @@ local MEM_GROUPS = {
   { key = 'peak_memory_usage_fraction', rf = { 'mem_usage_fraction' }, mf = {} },
 }
 
--- Raises best[g] to the finite numbers found in t[fields[..]].
-local function raise_peak(best, g, t, fields)
-  for k = 1, #fields do
-    local v = t[fields[k]]
-    if type(v) == 'number' and v == v and v < HUGE and v > -HUGE
-      and (best[g] == nil or v > best[g]) then
-      best[g] = v
-    end
-  end
-end
-
 local GIB_TO_GB = 1073741824 / 1e9
 
 -- Allocated (live tensors), reserved (allocator cache) and device-used (whole device) memory are
 -- different quantities: each has its own keys and is never substituted for another. One pass
 -- over the records (long logs have 10^5 of them).
-local function build_memory(records, reports)
+local function build_memory(A, reports)
   reports = reports or {}
   local best = {}
   local ngroups = #MEM_GROUPS
-  for i = 1, #records do
-    local r = records[i]
-    for g = 1, ngroups do
-      raise_peak(best, g, r, MEM_GROUPS[g].rf)
-    end
+  for g = 1, ngroups do
+    best[g] = A.peak(MEM_GROUPS[g].rf)
   end
   for i = 1, #reports do
     for g = 1, ngroups do
@@ -580,6 +621,29 @@ local function describe_findings(diags)
     end
   end
   return seen
+end
+
+-- Logs of the records arrays built with lazy_records (weak keys): save streams them.
+local lazy_logs = setmetatable({}, { __mode = 'k' })
+
+-- A read-only array of the log's records, each converted (every field, null where absent) when
+-- it is read; tp.record.save writes it straight from the scanner.
+local function lazy_records(log, n)
+  local src = log.records
+  local t = setmetatable({}, {
+    __index = function(_, i)
+      local r = src[i]
+      return r and convert_record(r, {}) or nil
+    end,
+    __len = function()
+      return n
+    end,
+    __newindex = function()
+      error('lazy records are read-only', 2)
+    end,
+  })
+  lazy_logs[t] = log
+  return t
 end
 
 --- Builds the run record from a parsed log (the table tp.log.parse returns).
@@ -618,32 +682,56 @@ function M.from_log(log, opts)
   end
   rec.format = log.format or null
 
-  -- One pass over the parser's records (tp.log materialises them on access and lets them go
-  -- again); everything after works on the converted records, where absent is null.
-  local records, iterations, step_times, losses, lrs = {}, {}, {}, {}, {}
-  for i, r in ipairs(log.records) do
-    records[i] = convert_record(r, diags)
-    if math.type(r.iteration) == 'integer' then
-      iterations[#iterations + 1] = r.iteration
+  local A, iterations, step_times, losses, lrs
+  if opts.lazy_records then
+    -- The records stay in the scanner: the ones holding a non-finite number are converted for
+    -- their diagnostic, the flat arrays and metrics are read as columns.
+    if type(log.values) ~= 'function' or type(log.nonfinite) ~= 'function' then
+      error('tp.record.from_log: lazy_records needs a log from tp.log.parse', 2)
     end
-    if is_finite(r.step_time_s) then
-      step_times[#step_times + 1] = r.step_time_s
+    local n = #log.records
+    for _, i in ipairs(log:nonfinite()) do
+      convert_record(log.records[i], diags)
     end
-    if is_finite(r.loss) then
-      losses[#losses + 1] = r.loss
+    iterations = {}
+    for _, v in ipairs((log:values('iteration'))) do
+      if math.type(v) == 'integer' then
+        iterations[#iterations + 1] = v
+      end
     end
-    if is_finite(r.lr) then
-      lrs[#lrs + 1] = r.lr
+    step_times, losses, lrs = log:values('step_time_s'), log:values('loss'), log:values('lr')
+    A = log_access(log, n)
+    rec.records = lazy_records(log, n)
+  else
+    -- One pass over the parser's records (tp.log materialises them on access and lets them go
+    -- again); everything after works on the converted records, where absent is null.
+    local records = {}
+    iterations, step_times, losses, lrs = {}, {}, {}, {}
+    for i, r in ipairs(log.records) do
+      records[i] = convert_record(r, diags)
+      if math.type(r.iteration) == 'integer' then
+        iterations[#iterations + 1] = r.iteration
+      end
+      if is_finite(r.step_time_s) then
+        step_times[#step_times + 1] = r.step_time_s
+      end
+      if is_finite(r.loss) then
+        losses[#losses + 1] = r.loss
+      end
+      if is_finite(r.lr) then
+        lrs[#lrs + 1] = r.lr
+      end
     end
+    A = table_access(records)
+    rec.records = array(records)
   end
-  rec.records = array(records)
   rec.iterations = array(iterations)
   rec.step_times = array(step_times)
   rec.loss_values = array(losses)
   rec.learning_rates = array(lrs)
 
-  rec.training_config = build_training_config(log, records, opts, diags)
-  rec.performance_metrics = build_performance(records, rec.training_config, diags)
+  rec.training_config = build_training_config(log, A, opts, diags)
+  rec.performance_metrics = build_performance(A, rec.training_config, diags)
   if opts.hardware then
     if rec.gpu_info == null then
       rec.gpu_info = gpu_info_of(opts.hardware, rec.training_config)
@@ -660,15 +748,15 @@ function M.from_log(log, opts)
           shown, row.id))
       end
     end
-    if #records > 0 then
+    if A.n > 0 then
       add_mfu(rec.performance_metrics, rec.training_config, opts.model, opts.hardware, diags)
     end
   end
-  rec.memory_metrics = build_memory(records, log.memory)
+  rec.memory_metrics = build_memory(A, log.memory)
   rec.args = log.args or {}
   rec.params = log.params or null
 
-  if #records == 0 then
+  if A.n == 0 then
     local found = describe_findings(table.move(diags, 1, n_parser_diags, 1, {}))
     diag(diags, 'no_records', 'error', string.format(
       'no iteration record found (format: %s)%s', log.format or 'not recognised',
@@ -720,6 +808,71 @@ end
 ---  device_count=, hardware=} from the catalog row
 ---@field hardware? string catalog id of the GPU (tp.hardware.ids()): gpu_info when none is given,
 ---  and MFU (performance_metrics.mfu) when `model` is in tp.models
+---@field lazy_records? boolean leave the records in the log's scanner (`log` must come from
+---  tp.log.parse and stay open): `records` is a read-only array that converts a record when it is
+---  read, and tp.record.save writes them straight from the scanner (memory bounded by the flat
+---  arrays, not by the records); tp.json.encode cannot encode such a record
+
+local PRETTY = { pretty = true, sort_keys = true }
+
+-- Writes a record whose records stay in the log's scanner: the same text as
+-- json.save_file(path, rec, PRETTY), produced member by member (each one's pretty text indented
+-- one level: a JSON text has newlines only between tokens) with the records streamed from the
+-- scanner, into a file put in place atomically.
+local function save_streamed(rec, log, path)
+  local keys = {}
+  for k in pairs(rec) do
+    if type(k) ~= 'string' then
+      return nil, string.format('%s: $: table key of type %s (JSON keys are strings)', path,
+        type(k)), 'EINVAL'
+    end
+    keys[#keys + 1] = k
+  end
+  table.sort(keys)
+  -- What building the record left behind goes before the text is produced (peak memory).
+  collectgarbage('collect')
+  local out <close>, oerr, ocode = require('tp.log').output(path)
+  if not out then
+    return nil, oerr, ocode
+  end
+  local ok, err, code = out:write('{')
+  for i, k in ipairs(keys) do
+    if not ok then
+      break
+    end
+    ok, err, code = out:write((i > 1 and ',\n  ' or '\n  ') .. json.encode(k) .. ': ')
+    if ok and k == 'records' then
+      ok, err, code = log:write_records(out)
+      if not ok and code ~= 'EINVAL' and code ~= 'ENOMEM' then
+        return nil, err, code
+      end
+    elseif ok then
+      local text
+      text, err, code = json.encode(rec[k], PRETTY)
+      if text then
+        ok, err, code = out:write((text:gsub('\n', '\n  ')))
+      else
+        ok = false
+        -- Named from the record's root, as json.save_file names it.
+        local ident = k:match('^[%a_][%w_]*$') and #k <= 40
+        err = '$' .. (ident and ('.' .. k) or ('["' .. k .. '"]')) .. err:sub(2)
+      end
+    end
+    if not ok and (code == 'EINVAL' or code == 'ENOMEM') and err:sub(1, 1) == '$' then
+      return nil, string.format('%s: %s', path, err), code
+    end
+  end
+  if ok then
+    ok, err, code = out:write('\n}\n')
+  end
+  if ok then
+    ok, err, code = out:commit()
+  end
+  if not ok then
+    return nil, err, code
+  end
+  return true
+end
 
 --- Writes a record as pretty JSON with sorted keys, atomically (a crash or an error leaves the
 --- old file or none, never a partial one).
@@ -735,6 +888,10 @@ function M.save(rec, path)
   end
   if not json then
     return nil, 'record.save: tp.json is not available in this build', 'ENOSYS'
+  end
+  local log = type(rec.records) == 'table' and lazy_logs[rec.records]
+  if log then
+    return save_streamed(rec, log, path)
   end
   return json.save_file(path, rec, { pretty = true, sort_keys = true })
 end

@@ -960,6 +960,104 @@ describe('tplua extract', function()
       assert.are.equal('plain taken', listing(dir))
     end)
 
+    -- A Megatron log of `n` iteration lines exercising the record writer: timestamps, several
+    -- losses (one repeated), labels the parser keeps as extra (one with escapes), non-finite
+    -- values, a batch-size ramp-up and a memory line.
+    local function long_log(n)
+      local lines = {}
+      for i = 1, n do
+        local gbs = i > n // 10 and 64 or 32
+        local lm = i % 997 == 0 and 'nan' or string.format('%.6E', 3 + (i % 89) / 97)
+        local st = i == n // 2 and 'inf' or string.format('%.1f', 1000 + (i * 37) % 50)
+        local extra = ''
+        if i % 3 == 0 then
+          extra = string.format(' weird label: %s |', i % 2 == 1 and 'x"\\y' or ('v' .. i))
+        end
+        lines[i] = string.format('[2025-02-20 11:%02d:%02d] iteration %8d/%8d | consumed '
+          .. 'samples: %12d | elapsed time per iteration (ms): %s | throughput per GPU '
+          .. '(TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch size: %5d | lm loss: %s | '
+          .. 'z loss: %.3E | lm loss: 2.0 | loss scale: 1.0 | grad norm: %s | number of skipped '
+          .. 'iterations:   0 | number of nan iterations:   0 |%s', (i // 60) % 60, i % 60, i, n,
+          i * gbs, st, 400 + (i % 7) / 10, 1e-4 * (i % 13) / 13, gbs, lm, (i % 11) / 11,
+          i == 77 and 'nan' or '1.5', extra)
+      end
+      lines[#lines + 1] = '[Rank 0] (after 10 iterations) memory (MB) | allocated: 1024.5 | '
+        .. 'max allocated: 2048.25 | reserved: 4096.0 | max reserved: 4096.0'
+      return table.concat(lines, '\n') .. '\n'
+    end
+
+    it('writes the same bytes as tp.record.from_log and tp.json.encode', function()
+      if not json_ok then
+        pending('tp.json not present')
+        return
+      end
+      local dir = h.tmpdir()
+      local path = dir .. '/long.log'
+      h.write(path, long_log(4000))
+      local r = h.run({ 'extract', '--quiet', path, '--json', dir .. '/out.json', '--gbs', '64',
+        '--seq-len', '4096', '--gpus', '8', '--model', 'llama3.1-8b', '--gpu', 'mi300x' })
+      assert.are.equal(0, r.code, r.stderr)
+      local plog = assert(require('tp.log').parse(path))
+      local sha, size = require('tp._digest').sha256_file(path)
+      local rec = require('tp.record').from_log(plog, { path = path, sha256 = sha,
+        size_bytes = size, gbs = 64, seq_len = 4096, gpus = 8, model = 'llama3.1-8b',
+        hardware = 'mi300x', platform = 'amd' })
+      assert.are.equal(4000, #rec.records)
+      local want = assert(json.encode(rec, { pretty = true, sort_keys = true })) .. '\n'
+      local got = h.read(dir .. '/out.json')
+      assert.are.equal(#want, #got)
+      assert.is_true(want == got, 'the streamed record differs from the encoded one')
+      -- The digest computed in the scan's read is the file's.
+      local p = io.popen('sha256sum ' .. h.shquote(path) .. ' 2>/dev/null')
+      local line = p:read('a')
+      p:close()
+      if line:match('^%x+') then
+        assert.are.equal(line:match('^%x+'), json.decode(got).source.sha256)
+      end
+      assert.are.equal(sha, json.decode(got).source.sha256)
+    end)
+
+    it('leaves no file and no temporary file when a write fails', function()
+      local dir = h.tmpdir()
+      local path = dir .. '/long.log'
+      h.write(path, long_log(3000))
+      os.execute('mkdir ' .. h.shquote(dir .. '/out'))
+      -- A file-size limit makes write(2) fail with EFBIG part-way through the records (SIGXFSZ
+      -- ignored, so the failure is returned rather than fatal).
+      local r = h.run({ '-c', "trap '' XFSZ; ulimit -f 64; exec \"$0\" \"$@\"", h.bin,
+        'extract', '--quiet', path, '--json', dir .. '/out/run.json' }, { bin = '/bin/sh' })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.is_truthy(r.stderr:find(dir .. '/out/run.json: write: File too large', 1, true),
+        r.stderr)
+      assert.are.equal('', listing(dir .. '/out'))
+      -- An existing output stays as it was.
+      h.write(dir .. '/out/run.json', 'old contents')
+      r = h.run({ '-c', "trap '' XFSZ; ulimit -f 64; exec \"$0\" \"$@\"", h.bin,
+        'extract', '--quiet', path, '--json', dir .. '/out/run.json' }, { bin = '/bin/sh' })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal('old contents', h.read(dir .. '/out/run.json'))
+      assert.are.equal('run.json', listing(dir .. '/out'))
+    end)
+
+    it('leaves no temporary file when the output directory is not writable', function()
+      local dir = h.tmpdir()
+      local path = dir .. '/long.log'
+      h.write(path, long_log(50))
+      os.execute('mkdir ' .. h.shquote(dir .. '/ro') .. ' && chmod 555 ' .. h.shquote(dir .. '/ro'))
+      local probe = io.open(dir .. '/ro/probe', 'w')
+      if probe then
+        probe:close()
+        os.remove(dir .. '/ro/probe')
+        pending('running as root: permission bits do not stop writes')
+        return
+      end
+      local r = h.run({ 'extract', '--quiet', path, '--json', dir .. '/ro/run.json' })
+      assert.are.equal(1, r.code)
+      assert.is_truthy(r.stderr:find(dir .. '/ro/run.json: cannot create temporary file: '
+        .. 'Permission denied', 1, true), r.stderr)
+      assert.are.equal('', listing(dir .. '/ro'))
+    end)
+
     it('replaces an existing output atomically', function()
       if not (h.read(log) and json_ok) then
         pending('fixture or tp.json not present')

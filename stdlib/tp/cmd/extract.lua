@@ -334,18 +334,14 @@ end
 local function extract_one(path, opts, ident)
   local log_mod = require('tp.log')
   local record = require('tp.record')
-  local digest = require('tp._digest')
-  local sha, size = digest.sha256_file(path)
-  if not sha then
-    io.stderr:write(string.format('tplua extract: %s\n', size))
-    return nil, 1
-  end
+  -- One read of the file: the scanner's chunks are hashed (source.sha256) by a second thread.
   local log, err = log_mod.parse(path, {
     format = opts.format,
     gbs = opts.gbs,
     seq_len = opts.seq_len,
     gpus = opts.gpus,
     is_string = false,
+    sha256 = true,
   })
   if not log then
     io.stderr:write(string.format('tplua extract: %s\n', err))
@@ -362,8 +358,10 @@ local function extract_one(path, opts, ident)
     seq_len = opts.seq_len,
     gpus = opts.gpus,
     path = path,
-    sha256 = sha,
-    size_bytes = size,
+    sha256 = log.sha256,
+    size_bytes = log.size_bytes,
+    -- The records stay in the scanner and are written from it (record.save streams them).
+    lazy_records = true,
   }
   for k, v in pairs(ident) do
     ropts[k] = v
