@@ -27,10 +27,27 @@ local SRC = {
 M.PRECISIONS = { 'fp32', 'tf32', 'bf16', 'fp16', 'fp8' }
 
 -- Name rules: `names` are Lua patterns the device name must match (one of them), `exclude`
--- patterns it must not match. Device names carry these tokens, e.g. "NVIDIA H100 80GB HBM3",
--- "NVIDIA H100 PCIe", "AMD Instinct MI300X" (pytorch/torchtitan torchtitan/tools/utils.py
--- get_peak_flops tells H100 SXM, PCIe and NVL apart by the same tokens). %f frontiers keep
--- "GH200" from matching H200 and "GB200" from matching B200.
+-- patterns it must not match. Both are applied to the name made canonical (upper case, '-', '_'
+-- and '/' read as spaces, runs of spaces as one: canonical()), so that "NVIDIA A100-SXM4-80GB"
+-- as the CUDA runtime and nvidia-smi print it and "NVIDIA A100 SXM4 80GB" as datasheets write it
+-- are one name. %f frontiers keep "GH200" from matching H200, "GB200" from matching B200 and
+-- "MI308X" from matching MI300X. The names the vendors' tools print, per row:
+-- - NVIDIA (cudaGetDeviceProperties().name = cuDeviceGetName = nvmlDeviceGetName =
+--   `nvidia-smi --query-gpu=name`): "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3",
+--   "NVIDIA H100 PCIe", "NVIDIA H200", "NVIDIA B200", "NVIDIA GB200"; drivers before R470
+--   printed no "NVIDIA " prefix ("A100-SXM4-80GB"); MLCommons system descriptions write
+--   "NVIDIA A100-SXM-80GB" (pytorch/torchtitan torchtitan/tools/utils.py get_peak_flops tells H100
+--   SXM, PCIe and NVL apart by the same tokens).
+-- - AMD (hipDeviceProp_t.name and `rocm-smi --showproductname` "Card Series" both come from
+--   libdrm's data/amdgpu.ids, e.g. X11Libre/drm): 740C "AMD Instinct MI250X / MI250", 7408
+--   "AMD Instinct MI250X", 74A1 "AMD Instinct MI300X", 74A9/74BD "AMD Instinct MI300X HF",
+--   74B5 "AMD Instinct MI300X VF" (SR-IOV guests), 74A5 "AMD Instinct MI325X"; amd-smi's
+--   product_name adds " OAM" ("AMD Instinct MI300X OAM", ROCm/vllm PR #359); MI355X prints
+--   "AMD Instinct MI355X" (sgl-project/sglang PR #30984). Where amdgpu.ids lacks the device
+--   (Debian 12's libdrm 2.4.114 has no MI300 entry; ROCm 7.2.4 images without AMD's libdrm),
+--   HIP names every gfx942/gfx950 device "AMD Radeon Graphics" (unslothai/unsloth PR #4048,
+--   meta-pytorch/tritonbench PR #702): such a device is identified by `arch`, full CU count
+--   and memory instead (generic_match below).
 local ROWS = {
   {
     id = 'a100-sxm', name = 'NVIDIA A100 SXM4 80GB', vendor = 'nvidia', arch = 'sm_80',
@@ -38,7 +55,8 @@ local ROWS = {
     memory_gb = 80, memory_type = 'HBM2e', bandwidth_tbs = 2.039, tdp_w = 400,
     peak_tflops = { fp32 = 19.5, tf32 = 156, bf16 = 312, fp16 = 312 },
     peak_tflops_sparse = { tf32 = 312, bf16 = 624, fp16 = 624 },
-    names = { '%f[%w]A100%-SXM4%-80GB%f[%W]' }, exclude = { 'PCIe' },
+    names = { '%f[%w]A100 SXM4? 80GB%f[%W]', '%f[%w]A100 80GB SXM4?%f[%W]' },
+    exclude = { 'PCIE' },
     source = SRC.a100,
   },
   {
@@ -47,7 +65,7 @@ local ROWS = {
     memory_gb = 80, memory_type = 'HBM3', bandwidth_tbs = 3.35, tdp_w = 700,
     peak_tflops = { fp32 = 67, tf32 = 494.7, bf16 = 989.4, fp16 = 989.4, fp8 = 1978.9 },
     peak_tflops_sparse = { tf32 = 989.4, bf16 = 1978.9, fp16 = 1978.9, fp8 = 3957.8 },
-    names = { '%f[%w]H100%f[%W]' }, exclude = { 'PCIe', 'NVL' },
+    names = { '%f[%w]H100%f[%W]' }, exclude = { 'PCIE', 'NVL' },
     notes = 'FP32 67 TF per the datasheet (whitepaper: 66.9)',
     source = SRC.h100,
   },
@@ -57,7 +75,7 @@ local ROWS = {
     memory_gb = 80, memory_type = 'HBM2e', bandwidth_tbs = 2.0, tdp_w = 350,
     peak_tflops = { fp32 = 51, tf32 = 378, bf16 = 756, fp16 = 756, fp8 = 1513 },
     peak_tflops_sparse = { tf32 = 756, bf16 = 1513, fp16 = 1513, fp8 = 3026 },
-    names = { '%f[%w]H100 PCIe%f[%W]' }, exclude = { 'NVL' },
+    names = { '%f[%w]H100 PCIE%f[%W]' }, exclude = { 'NVL' },
     notes = 'TDP 300-350 W (whitepaper: 350 W); FP32 51 TF (whitepaper: 51.2)',
     source = SRC.h100,
   },
@@ -97,6 +115,7 @@ local ROWS = {
     memory_gb = 128, memory_type = 'HBM2e', bandwidth_tbs = 3.2768, tdp_w = 560,
     peak_tflops = { fp32 = 47.9, bf16 = 383.0, fp16 = 383.0 },
     peak_tflops_sparse = {},
+    clock_mhz = 1700,
     names = { '%f[%w]MI250X%f[%W]' }, exclude = {},
     notes = 'each GCD (110 CUs, 64 GB) is one HIP device: per-device peaks are half; '
       .. 'FP32 47.9 TF vector (95.7 matrix / packed); TDP 500 W / 560 W',
@@ -108,6 +127,7 @@ local ROWS = {
     memory_gb = 192, memory_type = 'HBM3', bandwidth_tbs = 5.3, tdp_w = 750,
     peak_tflops = { fp32 = 163.4, tf32 = 653.7, bf16 = 1307.4, fp16 = 1307.4, fp8 = 2614.9 },
     peak_tflops_sparse = { tf32 = 1307.4, bf16 = 2614.9, fp16 = 2614.9, fp8 = 5229.8 },
+    clock_mhz = 2100,
     names = { '%f[%w]MI300X%f[%W]' }, exclude = {},
     source = SRC.mi300,
   },
@@ -117,6 +137,7 @@ local ROWS = {
     memory_gb = 256, memory_type = 'HBM3E', bandwidth_tbs = 6.0, tdp_w = 1000,
     peak_tflops = { fp32 = 163.4, tf32 = 653.7, bf16 = 1307.4, fp16 = 1307.4, fp8 = 2614.9 },
     peak_tflops_sparse = { tf32 = 1307.4, bf16 = 2614.9, fp16 = 2614.9, fp8 = 5229.8 },
+    clock_mhz = 2100,
     names = { '%f[%w]MI325X%f[%W]' }, exclude = {},
     source = SRC.mi300,
   },
@@ -126,6 +147,7 @@ local ROWS = {
     memory_gb = 288, memory_type = 'HBM3E', bandwidth_tbs = 8.0, tdp_w = 1400,
     peak_tflops = { fp32 = 157.3, bf16 = 2516.6, fp16 = 2516.6, fp8 = 5033.2, fp4 = 10066 },
     peak_tflops_sparse = { bf16 = 5033.2, fp16 = 5033.2, fp8 = 10066 },
+    clock_mhz = 2400, twins = { { name = 'MI350X', clock_mhz = 2200 } },
     names = { '%f[%w]MI355X%f[%W]' }, exclude = {},
     notes = 'no TF32 rate in the CDNA 4 tables: unknown; peaks derived from FLOPs/clock/CU',
     source = SRC.mi355x,
@@ -154,7 +176,7 @@ end
 -- A row as handed out: a copy (callers may not change the catalog) with its price, if set.
 local function public(row)
   local r = copy(row)
-  r.names, r.exclude = nil, nil
+  r.names, r.exclude, r.twins = nil, nil, nil
   local p = prices[row.id]
   if p then
     r.price_per_gpu_hour = p.usd
@@ -229,6 +251,11 @@ function M.peak(row, precision)
   return v
 end
 
+-- The name as the rules see it: upper case, '-', '_' and '/' as spaces, one space between words.
+local function canonical(name)
+  return (name:upper():gsub('[%-_/]', ' '):gsub('%s+', ' '):gsub('^ ', ''):gsub(' $', ''))
+end
+
 local function name_matches(row, name)
   for _, pat in ipairs(row.exclude) do
     if name:find(pat) then
@@ -243,6 +270,57 @@ local function name_matches(row, name)
   return false
 end
 
+-- Names that say nothing of the model: HIP's fallback when libdrm's amdgpu.ids has no entry for
+-- the device, and a bare LLVM target (rocminfo's agent "Name: gfx942").
+local function is_generic(cname)
+  return cname == 'AMD RADEON GRAPHICS' or cname:match('^GFX%x+$') ~= nil
+end
+
+-- A device with a generic name: the one AMD row of its architecture whose full per-device CU
+-- count and memory it reports (within 3 %: HIP reports an MI300X's 192 GB as 191.98 GiB). A row
+-- with a twin outside the catalog (MI355X and MI350X: same gfx950, CUs and memory; 2,400 vs
+-- 2,200 MHz, HARDWARE.md §1.3) also needs the device's clock. Returns row or nil, reason.
+local function generic_match(device, label)
+  local arch, units, bytes = device.arch, device.sm_count, device.memory_bytes
+  if type(arch) ~= 'string' or math.type(units) ~= 'integer' or type(bytes) ~= 'number' then
+    return nil, label .. ': generic name and no architecture, CU count and memory to identify '
+      .. 'it by (no MFU)'
+  end
+  local gib = bytes / 2 ^ 30
+  local found
+  for _, row in ipairs(ROWS) do
+    local per = row.devices_per_package or 1
+    if row.vendor == 'amd' and row.arch == arch and row.sm_count
+      and units == row.sm_count // per
+      and math.abs(gib - row.memory_gb / per) <= 0.03 * row.memory_gb / per then
+      if found then
+        return nil, string.format('%s: generic name; %s and %s both have %d CUs and %.0f GiB '
+          .. '(no MFU)', label, found.id, row.id, units, gib)
+      end
+      found = row
+    end
+  end
+  if not found then
+    return nil, string.format('%s: generic name; no catalog row has %s, %d CUs and %.0f GiB '
+      .. '(no MFU)', label, arch, units, gib)
+  end
+  for _, twin in ipairs(found.twins or {}) do
+    local mhz = device.clock_mhz
+    if type(mhz) ~= 'number' then
+      return nil, string.format('%s: generic name; %s, %d CUs and %.0f GiB fit %s and %s, and '
+        .. 'no clock was reported to tell them apart (no MFU)', label, arch, units, gib,
+        found.id, twin.name)
+    end
+    if math.abs(mhz - found.clock_mhz) > 0.02 * found.clock_mhz then
+      return nil, string.format('%s: generic name; %s, %d CUs, %.0f GiB at %s MHz is not %s '
+        .. '(%d MHz)%s (no MFU)', label, arch, units, gib, tostring(mhz), found.id,
+        found.clock_mhz, math.abs(mhz - twin.clock_mhz) <= 0.02 * twin.clock_mhz
+          and (', it looks like an ' .. twin.name .. ', not in the catalog') or '')
+    end
+  end
+  return found
+end
+
 --- Maps a probed device (tp.gpu.probe().devices[i]) to its catalog row by name and
 --- architecture. Never guesses: an unknown or ambiguous device gives nil and a diagnostic, so
 --- no MFU is computed against another GPU's peak. A device with fewer SMs/CUs than the full
@@ -253,7 +331,12 @@ end
 ---if row then print(row.id, row.peak_tflops.bf16) else print(why) end
 ---```
 ---@param device table {name=, arch=, sm_count=, vendor=}
----@return table|nil row copy of the row with scaled peak_tflops, scale=, partition=
+--- Names are compared case-insensitively with '-', '_' and '/' as spaces. A device named only
+--- "AMD Radeon Graphics" (or its gfx target) is identified by architecture, full CU count and
+--- memory (and clock, where a part outside the catalog shares the rest); `identified_by` says
+--- 'name' or 'arch'.
+---@return table|nil row copy of the row with scaled peak_tflops, scale=, partition=,
+---  identified_by=
 ---@return string? diagnostic
 function M.match(device)
   if type(device) ~= 'table' then
@@ -264,11 +347,20 @@ function M.match(device)
   if type(name) ~= 'string' or name == '' then
     return nil, label .. ': no name reported, cannot identify it (no MFU)'
   end
+  local cname = canonical(name)
   local hits = {}
   for _, row in ipairs(ROWS) do
-    if name_matches(row, name) then
+    if name_matches(row, cname) then
       hits[#hits + 1] = row
     end
+  end
+  local by_arch = false
+  if #hits == 0 and is_generic(cname) then
+    local row, why = generic_match(device, label)
+    if not row then
+      return nil, why
+    end
+    hits[1], by_arch = row, true
   end
   if #hits == 0 then
     return nil, label .. ': not in the hardware catalog (no MFU); known: '
@@ -288,6 +380,12 @@ function M.match(device)
   end
   local r = public(row)
   r.scale, r.partition = 1, false
+  r.identified_by = by_arch and 'arch' or 'name'
+  if by_arch then
+    r.notes = (r.notes and r.notes .. '; ' or '') .. string.format(
+      "the device's name '%s' is generic: identified by %s, %d CUs and its memory", name, arch,
+      device.sm_count)
+  end
   local units = device.sm_count
   if units and row.sm_count then
     if units > row.sm_count then

@@ -27,8 +27,9 @@ local EXPECTED = {
     fp8 = 5033.2 } },
 }
 
-local function dev(name, arch, units, vendor)
-  return { name = name, arch = arch, sm_count = units, vendor = vendor or 'nvidia' }
+local function dev(name, arch, units, vendor, gib, mhz)
+  return { name = name, arch = arch, sm_count = units, vendor = vendor or 'nvidia',
+    memory_bytes = gib and math.floor(gib * 2 ^ 30), clock_mhz = mhz }
 end
 
 describe('tp.hardware', function()
@@ -121,10 +122,86 @@ describe('tp.hardware', function()
       end
       assert.truthy(hardware.match(dev('NVIDIA GB200', 'sm_100', 152)).notes
         :find('not scaled', 1, true))
+      assert.are.equal('name', hardware.match(dev('NVIDIA H200', 'sm_90', 132)).identified_by)
       local unknown_units = assert(hardware.match(dev('NVIDIA H100 80GB HBM3', 'sm_90', nil)))
       assert.are.equal(1, unknown_units.scale)
       assert.truthy(unknown_units.notes:find('peaks assume the full chip', 1, true))
     end)
+
+    -- The names the vendors' tools print for each row (tp.hardware's comment on the name rules
+    -- cites where each comes from), the catalog's own names (tplua extract --gpu writes them to
+    -- gpu_info.device_name, which tp.compare matches again), and the spellings of other tools.
+    it('accepts every name the vendors print for each row', function()
+      local names = {
+        ['a100-sxm'] = { 'NVIDIA A100-SXM4-80GB', 'A100-SXM4-80GB', 'NVIDIA A100 SXM4 80GB',
+          'NVIDIA A100-SXM-80GB', 'nvidia a100-sxm4-80gb' },
+        ['h100-sxm'] = { 'NVIDIA H100 80GB HBM3', 'NVIDIA H100 SXM5 80GB', 'H100 80GB HBM3' },
+        ['h100-pcie'] = { 'NVIDIA H100 PCIe', 'NVIDIA H100 PCIe 80GB', 'NVIDIA H100-PCIE' },
+        ['h200'] = { 'NVIDIA H200', 'NVIDIA H200 SXM 141GB' },
+        ['b200'] = { 'NVIDIA B200' },
+        ['gb200'] = { 'NVIDIA GB200' },
+        ['mi250x'] = { 'AMD Instinct MI250X', 'AMD Instinct MI250X / MI250',
+          'AMD INSTINCT MI250X' },
+        ['mi300x'] = { 'AMD Instinct MI300X', 'AMD Instinct MI300X VF', 'AMD Instinct MI300X HF',
+          'AMD Instinct MI300X OAM' },
+        ['mi325x'] = { 'AMD Instinct MI325X', 'AMD Instinct MI325X OAM' },
+        ['mi355x'] = { 'AMD Instinct MI355X', 'AMD Instinct MI355X OAM' },
+      }
+      for _, row in ipairs(hardware.list()) do
+        local list = assert(names[row.id], row.id)
+        list[#list + 1] = row.name
+        for _, name in ipairs(list) do
+          -- by name alone, as tp.compare matches recorded names
+          local got, why = hardware.match({ name = name })
+          assert.truthy(got, why)
+          assert.are.equal(row.id, got.id, name)
+          -- and with what the probe adds: the architecture and the full unit count of a device
+          local per = row.devices_per_package or 1
+          got, why = hardware.match({ name = name, arch = row.arch, vendor = row.vendor,
+            sm_count = row.sm_count and row.sm_count // per })
+          assert.truthy(got, why)
+          assert.are.equal(row.id, got.id, name)
+        end
+      end
+    end)
+
+    it('identifies AMD devices HIP names only "AMD Radeon Graphics" by arch, CUs and memory',
+      function()
+        local cases = {
+          { dev('AMD Radeon Graphics', 'gfx942', 304, 'amd', 191.98, 2100), 'mi300x' },
+          { dev('AMD Radeon Graphics', 'gfx942', 304, 'amd', 255.98, 2100), 'mi325x' },
+          -- one MI250X GCD: half the package, scaled as when named
+          { dev('AMD Radeon Graphics', 'gfx90a', 110, 'amd', 63.98, 1700), 'mi250x', 0.5 },
+          { dev('AMD Radeon Graphics', 'gfx950', 256, 'amd', 287.98, 2400), 'mi355x' },
+          { dev('gfx942', 'gfx942', 304, 'amd', 191.98), 'mi300x' },
+        }
+        for _, c in ipairs(cases) do
+          local row, why = hardware.match(c[1])
+          assert.truthy(row, why)
+          assert.are.equal(c[2], row.id)
+          assert.are.equal('arch', row.identified_by)
+          assert.are.equal(c[3] or 1, row.scale)
+          assert.truthy(row.notes:find('is generic', 1, true), row.notes)
+        end
+        local refused = {
+          -- MI300A (228 CUs, 128 GB), MI308X (80 CUs): gfx942 but no catalog row
+          { dev('AMD Radeon Graphics', 'gfx942', 228, 'amd', 128), 'no catalog row has gfx942' },
+          { dev('AMD Radeon Graphics', 'gfx942', 80, 'amd', 192), 'no catalog row has gfx942' },
+          -- a compute partition with a generic name: nothing says which chip it is part of
+          { dev('AMD Radeon Graphics', 'gfx942', 38, 'amd', 192), 'no catalog row has gfx942' },
+          -- MI350X: the MI355X's CUs and memory at 2,200 MHz; no clock, no decision
+          { dev('AMD Radeon Graphics', 'gfx950', 256, 'amd', 288, 2200), 'looks like an MI350X' },
+          { dev('AMD Radeon Graphics', 'gfx950', 256, 'amd', 288), 'no clock was reported' },
+          { dev('AMD Radeon Graphics', 'gfx942', 304, 'amd'), 'generic name and no' },
+          { dev('AMD Radeon Graphics', nil, 304, 'amd', 192), 'generic name and no' },
+        }
+        for _, c in ipairs(refused) do
+          local row, why = hardware.match(c[1])
+          assert.is_nil(row, c[2])
+          assert.truthy(why:find(c[2], 1, true), why)
+          assert.truthy(why:find('no MFU', 1, true), why)
+        end
+      end)
 
     it('never falls back to another GPU\'s peak', function()
       local unknown = {
@@ -136,6 +213,10 @@ describe('tp.hardware', function()
         { dev('NVIDIA GeForce RTX 4090', 'sm_89', 128), 'not in the hardware catalog' },
         { dev('AMD Instinct MI300A', 'gfx942', 228, 'amd'), 'not in the hardware catalog' },
         { dev('AMD Instinct MI350X', 'gfx950', 256, 'amd'), 'not in the hardware catalog' },
+        { dev('AMD Instinct MI308X', 'gfx942', 80, 'amd'), 'not in the hardware catalog' },
+        { dev('NVIDIA A100-SXM4-40GB', 'sm_80', 108), 'not in the hardware catalog' },
+        { dev('NVIDIA A100 PCIe 80GB', 'sm_80', 108), 'not in the hardware catalog' },
+        { dev('AMD Radeon RX 7900 XTX', 'gfx1100', 96, 'amd', 24), 'not in the hardware catalog' },
         { dev('NVIDIA H100 80GB HBM3', 'sm_80', 132), 'reports sm_80, not sm_90' },
         { dev('NVIDIA H100 80GB HBM3', 'sm_90', 144), 'more than the 132 of h100-sxm' },
         { dev('', 'gfx942', 304, 'amd'), 'no name reported' },
@@ -173,6 +254,10 @@ describe('tp.hardware', function()
       local p = assert(gpu.probe({ libpath = h.fakes_dir .. '/h100x8' }))
       for _, d in ipairs(p.devices) do
         assert.are.equal('h100-sxm', assert(hardware.match(d)).id)
+      end
+      p = assert(gpu.probe({ libpath = h.fakes_dir .. '/mi300x8' }))
+      for _, d in ipairs(p.devices) do
+        assert.are.equal('mi300x', assert(hardware.match(d)).id)
       end
       p = assert(gpu.probe({ libpath = h.fakes_dir .. '/mixed' }))
       assert.are.equal('a100-sxm', assert(hardware.match(p.devices[1])).id)
