@@ -120,8 +120,24 @@ end
 -- ---------------------------------------------------------------------------------------------
 -- Per-run values.
 
--- The catalog row of the run's GPU: opts.hardware[group] (an id) wins, else the match of the
--- recorded device name. Returns row or nil, reason.
+-- The catalog id a record names for its GPU: gpu_info.hardware, written by tp.record.from_log
+-- with opts.hardware (tplua extract --gpu, campaign runs on a catalog GPU). Null or absent: nil.
+local function recorded_hardware(run)
+  local gi = run.gpu_info
+  if type(gi) ~= 'table' then
+    return nil
+  end
+  local id = gi.hardware
+  if type(id) == 'string' and id ~= '' then
+    return id
+  end
+  return nil
+end
+
+-- The catalog row of the run's GPU: opts.hardware[group or run id] (an id) wins, then the id the
+-- record names (gpu_info.hardware), else the match of the recorded device name. A recorded id
+-- the catalog does not know is reported, not replaced by a guess from the name. Returns row or
+-- nil, reason.
 local function hardware_of(run, group, ctx)
   local key = run.id
   if ctx.hw_cache[key] ~= nil then
@@ -129,8 +145,15 @@ local function hardware_of(run, group, ctx)
   end
   local row, why
   local given = ctx.opts.hardware and (ctx.opts.hardware[group] or ctx.opts.hardware[run.id])
+  local recorded = recorded_hardware(run)
   if given then
     row, why = hardware.get(given)
+  elseif recorded then
+    row, why = hardware.get(recorded)
+    if not row then
+      why = string.format("the record's gpu_info.hardware '%s' is not in tp.hardware (give " ..
+        'hardware = {%s = id})', recorded, tostring(group))
+    end
   elseif type(run.gpu) == 'string' then
     row, why = hardware.match({ name = run.gpu })
   else
@@ -501,8 +524,9 @@ local CONVENTION_TEXT = {
 ---```
 ---@param set table a tp.results ResultSet
 ---@param opts? table by, metrics, baseline, seed, n_boot, level, alpha, train_tokens,
----  convention, prices = {group|hardware id = USD per GPU-hour}, hardware = {group = id},
----  methodology, cv_warn, outlier_z, outlier_rel, step_cv_warn
+---  convention, prices = {group|hardware id = USD per GPU-hour}, hardware = {group|run id =
+---  catalog id} (else the record's gpu_info.hardware, else its device name), methodology,
+---  cv_warn, outlier_z, outlier_rel, step_cv_warn
 ---@return table|nil result, string? err, string? code
 function M.compare(set, opts)
   if type(set) ~= 'table' or type(set.runs) ~= 'table' or type(set.group) ~= 'function' then

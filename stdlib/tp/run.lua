@@ -783,6 +783,83 @@ function Active:classify(log)
   return 'finished', nil
 end
 
+-- The catalog GPU of a run: its configured one (the run's `hardware`; tp.experiment sets the
+-- platform's) first, else the probed device's match (probe_gpus). Returns the id or nil, and a
+-- warning when the probe matched another catalog row than the configured one.
+local function run_hardware(run, gpus_info)
+  local probed = gpus_info.hardware
+  local hw = run.hardware or probed
+  if hw == nil then
+    return nil
+  end
+  if not require('tp.hardware').get(hw) then
+    return nil, string.format("hardware '%s' is not in tp.hardware: no gpu_info.hardware, no MFU",
+      hw)
+  end
+  if run.hardware and probed and probed ~= run.hardware then
+    return hw, string.format('the run is configured for %s but the probed GPU is %s (%s): '
+      .. 'figures use %s', run.hardware, probed, tostring(gpus_info.devices[1].name),
+      run.hardware)
+  end
+  return hw
+end
+
+-- gpu_info of a run that probed devices: the first device's name, how many the probe saw, the
+-- catalog id (null when none matched) and the devices themselves. Without devices, nil:
+-- tp.record.from_log then writes {device_name, device_count, hardware} from the catalog row
+-- when there is one, as for tplua extract --gpu.
+local function probed_gpu_info(gpus_info, hw)
+  local devices = gpus_info.devices
+  if #devices == 0 then
+    return nil
+  end
+  return { device_name = devices[1].name or json.null, device_count = #devices,
+    hardware = hw or json.null, devices = devices }
+end
+
+-- The precisions tp.metrics.mfu takes a peak for.
+local MFU_PRECISIONS = { fp32 = true, tf32 = true, bf16 = true, fp16 = true, fp8 = true,
+  fp4 = true }
+
+-- tp.record.from_log reads the precision from the log only; a log that does not show it gets MFU
+-- against the bf16 peak with a precision_assumed info. The run's unified config says which
+-- precision was asked for: it fills training_config.precision and, where MFU was computed on an
+-- assumption, MFU is computed again against that precision's peak.
+local function apply_config_precision(rec, run, hw)
+  local want = dig(run.config, 'training', 'precision')
+  local tc, perf = rec.training_config, rec.performance_metrics
+  if not MFU_PRECISIONS[want] or type(tc) ~= 'table'
+    or (tc.precision ~= nil and tc.precision ~= json.null) then
+    return
+  end
+  tc.precision = want
+  if type(tc.sources) == 'table' then
+    tc.sources.precision = 'config'
+  end
+  local basis = perf.mfu_basis
+  if type(basis) ~= 'table' or basis.precision_assumed ~= true then
+    return
+  end
+  local m = require('tp.metrics').mfu({ tokens_per_s = perf.tokens_per_second,
+    gpus = math.tointeger(tc.num_gpus), model = run.model,
+    seq_len = math.tointeger(tc.sequence_length), precision = want, hardware = hw })
+  if not m then
+    return
+  end
+  perf.mfu, perf.tflops_per_gpu = m.mfu, m.achieved_tflops_per_gpu
+  basis.precision, basis.precision_assumed, basis.peak_tflops = m.precision, false, m.peak_tflops
+  basis.precision_source = 'config'
+  basis.mfu_vs_bf16 = m.mfu_vs_bf16 or json.null
+  basis.peak_tflops_bf16 = m.peak_tflops_bf16 or json.null
+  local kept = {}
+  for _, d in ipairs(rec.diagnostics) do
+    if d.kind ~= 'precision_assumed' then
+      kept[#kept + 1] = d
+    end
+  end
+  rec.diagnostics = json.array(kept)
+end
+
 -- Builds the record of a run that ended (finished or failed).
 function Active:build_record(log, status, reason)
   local run, ctx = self.run, self.ctx
@@ -793,6 +870,7 @@ function Active:build_record(log, status, reason)
   end
   local r = self.result or {}
   local gpus_info = ctx.gpus or { devices = {} }
+  local hw, hw_warning = run_hardware(run, gpus_info)
   local opts = {
     gbs = run.gbs, seq_len = run.seq_len, gpus = run.gpus,
     path = self.log_name, sha256 = sha, size_bytes = size,
@@ -803,11 +881,17 @@ function Active:build_record(log, status, reason)
     platform = run.platform or gpus_info.platform or (#gpus_info.devices == 0 and 'cpu' or nil),
     framework = run.framework, model = run.model, dataset = run.dataset,
     methodology = run.methodology, ['repeat'] = run['repeat'],
-    gpu_info = #gpus_info.devices > 0 and gpus_info.devices or nil,
+    run_id = run.id, experiment = run.experiment or ctx.experiment,
+    hardware = hw, gpu_info = probed_gpu_info(gpus_info, hw),
   }
   local rec = record.from_log(log, opts)
-  rec.run_id = run.id
-  rec.experiment = run.experiment or ctx.experiment or json.null
+  if hw then
+    apply_config_precision(rec, run, hw)
+  end
+  if hw_warning then
+    rec.diagnostics[#rec.diagnostics + 1] = { kind = 'config_override', severity = 'warning',
+      message = hw_warning, line = json.null }
+  end
   rec.status = status == 'finished' and 'completed' or 'failed'
   rec.stopped_by = self.stopped_by or json.null
   rec.failure_reason = reason or json.null
@@ -830,21 +914,6 @@ function Active:build_record(log, status, reason)
   }
   rec.energy_metrics = self.energy or { measured = false,
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }
-  -- MFU and TFLOP/s from the model's FLOPs per token, when the model and the hardware are known.
-  local perf = rec.performance_metrics
-  local hw = run.hardware or gpus_info.hardware
-  if run.model and hw and is_finite(perf.tokens_per_second) and run.gpus and run.seq_len then
-    local mok, metrics = pcall(require, 'tp.metrics')
-    if mok then
-      local m = metrics.mfu({ tokens_per_s = perf.tokens_per_second, gpus = run.gpus,
-        model = run.model, seq_len = run.seq_len, hardware = hw,
-        precision = dig(run.config, 'training', 'precision') })
-      if m then
-        perf.mfu = m.mfu
-        perf.tflops_per_gpu = m.achieved_tflops_per_gpu
-      end
-    end
-  end
   return scrubber:value(rec)
 end
 

@@ -274,7 +274,11 @@ describe('tplua with a campaign', function()
     assert.is_true(e.max_power_w > 0)
     assert.is_true(e.max_memory_used_gib > 0)
     assert.are.equal('nvd', rec.platform)
-    assert.are.equal(8, #rec.gpu_info)
+    local g = rec.gpu_info
+    assert.are.equal(8, g.device_count)
+    assert.are.equal(8, #g.devices)
+    assert.are.equal('h100-sxm', g.hardware)
+    assert.are.equal(g.devices[1].name, g.device_name)
   end)
 
   it('runs the example campaign: live progress, kill -9, resume, correct records', function()

@@ -361,6 +361,119 @@ describe('tp.campaign execution', function()
   end)
 end)
 
+describe('the GPU and identity of a campaign record', function()
+  local metrics = require('tp.metrics')
+  local hardware = require('tp.hardware')
+
+  -- MFU of a record, computed here from its own tokens/s: the figure tp.record must have written.
+  local function expected_mfu(rec, hw, precision, gpus)
+    return assert(metrics.mfu({ tokens_per_s = rec.performance_metrics.tokens_per_second,
+      gpus = gpus or 4, model = 'llama3.1-8b', seq_len = 1024, precision = precision,
+      hardware = hw })).mfu
+  end
+
+  it('has the run id and experiment, and gpu_info.hardware and MFU of a configured GPU',
+    function()
+      local dir = h.tmpdir()
+      assert(exec(campaign({ results = dir, name = 'gpu-spec', runs = {
+        mkrun('conf', gen(12), { model = 'llama3.1-8b', hardware = 'h100-sxm' }),
+        mkrun('fp8', gen(12), { model = 'llama3.1-8b', hardware = 'mi300x',
+          experiment = 'own-name', config = { training = { precision = 'fp8' } } }),
+        mkrun('none', gen(12), { model = 'llama3.1-8b' }),
+        mkrun('bogus', gen(12), { model = 'llama3.1-8b', hardware = 'h100' }),
+      } })))
+      local rec = load(dir .. '/conf.json')
+      assert.are.equal('conf', rec.run_id)
+      assert.are.equal('gpu-spec', rec.experiment)
+      -- no device was probed (telemetry off): gpu_info comes from the catalog row
+      assert.are.same({ device_name = hardware.get('h100-sxm').name, device_count = 4,
+        hardware = 'h100-sxm' }, rec.gpu_info)
+      local perf = rec.performance_metrics
+      assert.is_true(math.abs(perf.mfu / expected_mfu(rec, 'h100-sxm', 'bf16') - 1) < 1e-12)
+      assert.are.equal('h100-sxm', perf.mfu_basis.hardware)
+      assert.is_true(perf.mfu_basis.precision_assumed)
+      assert.truthy(diag_of(rec, 'precision_assumed'))
+
+      -- the run's own experiment name wins; the precision of its unified config replaces the
+      -- bf16 assumption (the fake trainer's log shows none)
+      rec = load(dir .. '/fp8.json')
+      assert.are.equal('own-name', rec.experiment)
+      assert.are.equal('mi300x', rec.gpu_info.hardware)
+      assert.are.equal('fp8', rec.training_config.precision)
+      perf = rec.performance_metrics
+      assert.are.equal('fp8', perf.mfu_basis.precision)
+      assert.is_false(perf.mfu_basis.precision_assumed)
+      assert.are.equal(2614.9, perf.mfu_basis.peak_tflops)
+      assert.is_true(math.abs(perf.mfu / expected_mfu(rec, 'mi300x', 'fp8') - 1) < 1e-12)
+      assert.is_true(perf.mfu_basis.mfu_vs_bf16 > perf.mfu)
+      assert.is_nil(diag_of(rec, 'precision_assumed'))
+
+      -- no GPU known: no gpu_info, no MFU, the identity all the same
+      rec = load(dir .. '/none.json')
+      assert.are.equal('none', rec.run_id)
+      assert.are.equal('gpu-spec', rec.experiment)
+      assert.is_true(rec.gpu_info == nil or rec.gpu_info == json.null)
+      assert.is_nil(rec.performance_metrics.mfu)
+
+      -- an id the catalog does not know: said so, no MFU, the record still written
+      rec = load(dir .. '/bogus.json')
+      assert.is_true(rec.gpu_info == nil or rec.gpu_info == json.null)
+      assert.is_nil(rec.performance_metrics.mfu)
+      local w = assert(diag_of(rec, 'config_override'))
+      assert.truthy(w.message:find("hardware 'h100' is not in tp.hardware", 1, true), w.message)
+    end)
+
+  it('has gpu_info.hardware and MFU of the probed GPU (fake ROCm libraries)', function()
+    local libpath = h.fakes_dir .. '/mi300x8'
+    if not fs.is_dir(libpath) then
+      pending('fake GPU libraries not built: ' .. libpath)
+      return
+    end
+    -- The probe runs in tplua's own process: a child tplua with the fake libraries in its path.
+    local dir = h.tmpdir()
+    local script = dir .. '/probed.lua'
+    h.write(script, string.format([[
+local campaign = require('tp.campaign')
+local function run(id, more)
+  local r = { id = id, parser = 'megatron', gbs = 32, seq_len = 1024, gpus = 8,
+    model = 'llama3.1-8b', argv = { %q, '--megatron-gen', '12', '--lines-per-sec', '400',
+    '--step-ms', '250', '--gbs', '32' } }
+  for k, v in pairs(more or {}) do r[k] = v end
+  return r
+end
+local c = campaign({ results = %q, name = 'probed', runs = { run('p1'),
+  run('p2', { hardware = 'mi325x' }) } })
+local s = assert(c:execute({ quiet = true, telemetry_interval = 0.05 }))
+os.exit(s.exit_code)
+]], FT, dir .. '/res'))
+    local r = h.run({ script }, { env = { TPLUA_GPU_LIBPATH = libpath } })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local rec = load(dir .. '/res/p1.json')
+    assert.are.equal('p1', rec.run_id)
+    assert.are.equal('probed', rec.experiment)
+    assert.are.equal('amd', rec.platform)
+    local gi = rec.gpu_info
+    assert.are.equal('mi300x', gi.hardware)
+    assert.are.equal('AMD Instinct MI300X', gi.device_name)
+    assert.are.equal(8, gi.device_count)
+    assert.are.equal(8, #gi.devices)
+    assert.are.equal('gfx942', gi.devices[1].arch)
+    local perf = rec.performance_metrics
+    assert.are.equal('mi300x', perf.mfu_basis.hardware)
+    assert.is_true(math.abs(perf.mfu / expected_mfu(rec, 'mi300x', 'bf16', 8) - 1) < 1e-12)
+    assert.is_true(rec.energy_metrics.measured)
+    assert.is_nil(diag_of(rec, 'config_override'))
+    -- a configured GPU wins over the probed one, with a warning naming both
+    rec = load(dir .. '/res/p2.json')
+    assert.are.equal('mi325x', rec.gpu_info.hardware)
+    assert.are.equal('AMD Instinct MI300X', rec.gpu_info.device_name)
+    assert.are.equal('mi325x', rec.performance_metrics.mfu_basis.hardware)
+    local w = assert(diag_of(rec, 'config_override'))
+    assert.truthy(w.message:find('configured for mi325x but the probed GPU is mi300x', 1, true),
+      w.message)
+  end)
+end)
+
 describe('early aborts', function()
   it('stops a run at a NaN loss and says why', function()
     local dir = h.tmpdir()

@@ -40,7 +40,8 @@ local function near(a, b, tol)
   return math.abs(a - b) <= (tol or 1e-12) * math.max(math.abs(b), 1e-300)
 end
 
--- Minimal records with chosen throughput: values = {{platform, tokens/s/GPU, repeat}, ...}.
+-- Minimal records with chosen throughput: values = {{platform, tokens/s/GPU, repeat, step CV,
+-- gpu_info}, ...}.
 local function synthetic(values)
   local dir = h.tmpdir()
   for i, v in ipairs(values) do
@@ -48,7 +49,7 @@ local function synthetic(values)
     local doc = {
       schema = 'tplua.run/1', platform = v[1], framework = 'megatron', run_id = v[1] .. i,
       ['repeat'] = v[3], model = 'llama3.1-8b',
-      gpu_info = { device_name = v[1] == 'amd' and 'AMD Instinct MI300X'
+      gpu_info = v[5] or { device_name = v[1] == 'amd' and 'AMD Instinct MI300X'
         or 'NVIDIA H100 80GB HBM3' },
       training_config = { num_gpus = 8, global_batch_size = 128, sequence_length = 2048,
         precision = 'bf16' },
@@ -273,6 +274,69 @@ describe('tp.compare.compare warnings', function()
     assert.is_truthy(w[1].message:find('MFU not computed for 4 runs: the record names no model',
       1, true))
   end)
+end)
+
+describe('tp.compare: the GPU of a run', function()
+  local function peaks(set, opts)
+    opts = opts or {}
+    opts.metrics = { 'mfu' }
+    local res = assert(compare.compare(set, opts))
+    return res.basis.peak, res
+  end
+
+  it('takes the catalog id the record names (gpu_info.hardware) before the device name',
+    function()
+      local set = synthetic({
+        -- a device HIP could only call 'AMD Radeon Graphics', the id from the campaign
+        { 'amd', 3000, 1, 0.01, { device_name = 'AMD Radeon Graphics', device_count = 8,
+          hardware = 'mi325x' } },
+        -- the id wins over a name that would match another row
+        { 'nvd', 3000, 1, 0.01, { device_name = 'NVIDIA H100 80GB HBM3', hardware = 'h200' } },
+      })
+      local p = peaks(set)
+      assert.are.equal('mi325x bf16 1307.4 TFLOP/s dense', p.amd)
+      assert.are.equal('h200 bf16 989.4 TFLOP/s dense', p.nvd)
+      -- the energy estimate uses the same row (mi325x TDP 1000 W, not the MI300X's 750 W)
+      local res = assert(compare.compare(set, { metrics = { 'energy_per_token' } }))
+      assert.is_truthy(res.basis.energy.amd:find('mi325x TDP 1000 W', 1, true),
+        res.basis.energy.amd)
+    end)
+
+  it('still matches the device name when the record names no id', function()
+    local set = synthetic({
+      { 'amd', 3000, 1, 0.01, { device_name = 'AMD Instinct MI300X', hardware = json.null } },
+      -- the catalog's own name, as tplua extract --gpu a100-sxm writes it
+      { 'nvd', 3000, 1, 0.01, { device_name = 'NVIDIA A100 SXM4 80GB' } },
+    })
+    local p = peaks(set)
+    assert.are.equal('mi300x bf16 1307.4 TFLOP/s dense', p.amd)
+    assert.are.equal('a100-sxm bf16 312.0 TFLOP/s dense', p.nvd)
+  end)
+
+  it('lets opts.hardware override the recorded id', function()
+    local set = synthetic({
+      { 'amd', 3000, 1, 0.01, { device_name = 'AMD Instinct MI300X', hardware = 'mi300x' } },
+      { 'nvd', 3000, 1, 0.01, { device_name = 'NVIDIA H100 80GB HBM3', hardware = 'h100-sxm' } },
+    })
+    local p = peaks(set, { hardware = { amd = 'mi325x' } })
+    assert.are.equal('mi325x bf16 1307.4 TFLOP/s dense', p.amd)
+    assert.are.equal('h100-sxm bf16 989.4 TFLOP/s dense', p.nvd)
+  end)
+
+  it('reports a recorded id the catalog does not know rather than guessing from the name',
+    function()
+      local set = synthetic({
+        { 'amd', 3000, 1, 0.01, { device_name = 'AMD Instinct MI300X', hardware = 'mi999x' } },
+        { 'nvd', 3000, 1, 0.01 },
+      })
+      local p, res = peaks(set)
+      assert.is_nil(p.amd)
+      assert.are.equal('h100-sxm bf16 989.4 TFLOP/s dense', p.nvd)
+      local w = warnings_of(res, 'not_computed')
+      assert.are.equal(1, #w)
+      assert.is_truthy(w[1].message:find("gpu_info.hardware 'mi999x' is not in tp.hardware", 1,
+        true), w[1].message)
+    end)
 end)
 
 describe('tp.compare.compare options', function()
