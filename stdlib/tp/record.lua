@@ -57,6 +57,15 @@ M.RECORD_FIELDS = {
 --- (tp.run writes 'cpu' when the probe finds no device).
 M.PLATFORMS = { 'amd', 'nvd', 'cpu' }
 
+--- The precisions a record's training_config.precision and MFU know (tp.metrics.mfu takes a
+--- peak for each: tp.hardware.PRECISIONS and fp4).
+M.PRECISIONS = { 'fp32', 'tf32', 'bf16', 'fp16', 'fp8', 'fp4' }
+local MFU_PRECISIONS = {}
+for _, p in ipairs(M.PRECISIONS) do
+  MFU_PRECISIONS[p] = true
+end
+local PRECISION_LIST = table.concat(M.PRECISIONS, ', ')
+
 -- Options: the three overrides, what goes into `source`, what is copied to the top level, and
 -- the catalog id of the GPU (tp.hardware) that gives gpu_info and MFU.
 local OPT_TYPES = {
@@ -65,7 +74,7 @@ local OPT_TYPES = {
   exit_status = 'number', started_at = 'string', finished_at = 'string',
   platform = 'string', framework = 'string', model = 'string', dataset = 'string',
   methodology = 'string', ['repeat'] = 'number', gpu_info = 'table', run_id = 'string',
-  experiment = 'string', hardware = 'string', lazy_records = 'boolean',
+  experiment = 'string', hardware = 'string', lazy_records = 'boolean', precision = 'string',
 }
 local TOP_LEVEL = { 'platform', 'framework', 'model', 'dataset', 'methodology', 'repeat',
   'gpu_info', 'run_id', 'experiment' }
@@ -93,6 +102,10 @@ local function check_opts(opts)
       error(string.format("tp.record.from_log: option '%s' must be a positive integer, got %s", k,
         tostring(v)), 3)
     end
+  end
+  if opts.precision ~= nil and not MFU_PRECISIONS[opts.precision] then
+    error(string.format("tp.record.from_log: option 'precision' must be one of %s, got '%s'",
+      PRECISION_LIST, opts.precision), 3)
   end
   if opts.hardware ~= nil then
     local row, err = require('tp.hardware').get(opts.hardware)
@@ -352,7 +365,15 @@ local function build_training_config(log, A, opts, diags)
   elseif arg_true(args, 'fp16') then
     precision = 'fp16'
   end
-  set('precision', meta.precision, 'log', precision, 'args')
+  -- The log's precision is what ran; the intended one (opts.precision: the run's config, or
+  -- --precision) fills in only where the log does not show it, and a disagreement is reported.
+  local shown = first_of(meta.precision, 'log', precision, 'args')
+  set('precision', meta.precision, 'log', precision, 'args', opts.precision, 'config')
+  if opts.precision and shown and shown ~= opts.precision then
+    diag(diags, 'config_override', 'warning', string.format(
+      'the run was configured for %s but the log shows %s: the log\'s precision is used',
+      opts.precision, tostring(shown)))
+  end
   set('learning_rate', meta.lr, 'log', arg_number(args, 'lr'), 'args')
   set('seed', meta.seed, 'log', arg_number(args, 'seed'), 'args')
   local tp_, pp, dp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size,
@@ -493,14 +514,11 @@ local function build_performance(A, cfg, diags)
   return perf
 end
 
--- The precisions tp.metrics.mfu takes a peak for.
-local MFU_PRECISIONS = { fp32 = true, tf32 = true, bf16 = true, fp16 = true, fp8 = true,
-  fp4 = true }
-
 -- Model FLOPs utilisation of the run on catalog GPU `hw_id` (tp.metrics.mfu, Megatron's FLOPs per
 -- token): adds perf.mfu (a fraction), perf.tflops_per_gpu (model TFLOP/s per GPU) and
 -- perf.mfu_basis, or a missing_config warning naming what is lacking. The precision is the
--- log's; when the log does not show it, bf16 is assumed and said so.
+-- training config's (the log's, else the intended one: opts.precision); when neither says it,
+-- bf16 is assumed and said so. mfu_basis.precision_source tells which.
 local function add_mfu(perf, cfg, model, hw_id, diags)
   local missing, flags = {}, {}
   if model == nil then
@@ -532,8 +550,9 @@ local function add_mfu(perf, cfg, model, hw_id, diags)
     return
   end
   local precision, assumed = cfg.precision, false
+  local source = cfg.sources and cfg.sources.precision
   if not MFU_PRECISIONS[precision] then
-    precision, assumed = 'bf16', true
+    precision, assumed, source = 'bf16', true, 'assumed'
   end
   local r, err = require('tp.metrics').mfu({ tokens_per_s = perf.tokens_per_second, gpus = gpus,
     model = model, seq_len = seq, precision = precision, hardware = hw_id })
@@ -543,7 +562,8 @@ local function add_mfu(perf, cfg, model, hw_id, diags)
   end
   if assumed then
     diag(diags, 'precision_assumed', 'info', string.format(
-      'the log does not show the precision: MFU is against the %s bf16 peak', hw_id))
+      'neither the log nor the config shows the precision: MFU is against the %s bf16 peak',
+      hw_id))
   end
   perf.mfu = r.mfu
   perf.tflops_per_gpu = r.achieved_tflops_per_gpu
@@ -551,6 +571,7 @@ local function add_mfu(perf, cfg, model, hw_id, diags)
     hardware = r.hardware,
     precision = r.precision,
     precision_assumed = assumed,
+    precision_source = source or null,
     peak_tflops = r.peak_tflops,
     convention = r.convention,
     flops_per_token = r.flops_per_token,
@@ -808,6 +829,9 @@ end
 ---  device_count=, hardware=} from the catalog row
 ---@field hardware? string catalog id of the GPU (tp.hardware.ids()): gpu_info when none is given,
 ---  and MFU (performance_metrics.mfu) when `model` is in tp.models
+---@field precision? string the precision the run was configured for (fp32, tf32, bf16, fp16, fp8,
+---  fp4): training_config.precision (source 'config') and MFU's peak when the log does not show
+---  one; a log that shows another gives a config_override warning and its own is used
 ---@field lazy_records? boolean leave the records in the log's scanner (`log` must come from
 ---  tp.log.parse and stay open): `records` is a read-only array that converts a record when it is
 ---  read, and tp.record.save writes them straight from the scanner (memory bounded by the flat

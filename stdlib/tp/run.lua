@@ -817,47 +817,16 @@ local function probed_gpu_info(gpus_info, hw)
     hardware = hw or json.null, devices = devices }
 end
 
--- The precisions tp.metrics.mfu takes a peak for.
-local MFU_PRECISIONS = { fp32 = true, tf32 = true, bf16 = true, fp16 = true, fp8 = true,
-  fp4 = true }
-
--- tp.record.from_log reads the precision from the log only; a log that does not show it gets MFU
--- against the bf16 peak with a precision_assumed info. The run's unified config says which
--- precision was asked for: it fills training_config.precision and, where MFU was computed on an
--- assumption, MFU is computed again against that precision's peak.
-local function apply_config_precision(rec, run, hw)
+-- The precision the run's unified config asks for, when tp.record knows it (the fake trainer's
+-- log, like many, does not show one): it fills training_config.precision and MFU's peak.
+local function config_precision(run)
   local want = dig(run.config, 'training', 'precision')
-  local tc, perf = rec.training_config, rec.performance_metrics
-  if not MFU_PRECISIONS[want] or type(tc) ~= 'table'
-    or (tc.precision ~= nil and tc.precision ~= json.null) then
-    return
-  end
-  tc.precision = want
-  if type(tc.sources) == 'table' then
-    tc.sources.precision = 'config'
-  end
-  local basis = perf.mfu_basis
-  if type(basis) ~= 'table' or basis.precision_assumed ~= true then
-    return
-  end
-  local m = require('tp.metrics').mfu({ tokens_per_s = perf.tokens_per_second,
-    gpus = math.tointeger(tc.num_gpus), model = run.model,
-    seq_len = math.tointeger(tc.sequence_length), precision = want, hardware = hw })
-  if not m then
-    return
-  end
-  perf.mfu, perf.tflops_per_gpu = m.mfu, m.achieved_tflops_per_gpu
-  basis.precision, basis.precision_assumed, basis.peak_tflops = m.precision, false, m.peak_tflops
-  basis.precision_source = 'config'
-  basis.mfu_vs_bf16 = m.mfu_vs_bf16 or json.null
-  basis.peak_tflops_bf16 = m.peak_tflops_bf16 or json.null
-  local kept = {}
-  for _, d in ipairs(rec.diagnostics) do
-    if d.kind ~= 'precision_assumed' then
-      kept[#kept + 1] = d
+  for _, p in ipairs(record.PRECISIONS) do
+    if p == want then
+      return want
     end
   end
-  rec.diagnostics = json.array(kept)
+  return nil
 end
 
 -- Builds the record of a run that ended (finished or failed).
@@ -882,12 +851,9 @@ function Active:build_record(log, status, reason)
     framework = run.framework, model = run.model, dataset = run.dataset,
     methodology = run.methodology, ['repeat'] = run['repeat'],
     run_id = run.id, experiment = run.experiment or ctx.experiment,
-    hardware = hw, gpu_info = probed_gpu_info(gpus_info, hw),
+    hardware = hw, gpu_info = probed_gpu_info(gpus_info, hw), precision = config_precision(run),
   }
   local rec = record.from_log(log, opts)
-  if hw then
-    apply_config_precision(rec, run, hw)
-  end
   if hw_warning then
     rec.diagnostics[#rec.diagnostics + 1] = { kind = 'config_override', severity = 'warning',
       message = hw_warning, line = json.null }

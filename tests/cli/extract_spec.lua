@@ -814,7 +814,42 @@ describe('tplua extract', function()
       assert.is_number(p.mfu)
       assert.are.equal('bf16', p.mfu_basis.precision)
       assert.is_true(p.mfu_basis.precision_assumed)
+      assert.are.equal('assumed', p.mfu_basis.precision_source)
       assert.is_table(diag_of(rec, 'precision_assumed', 'b200 bf16 peak'))
+      -- --precision says what the run was configured for: fp8's peak, no assumption.
+      local mfu_bf16 = p.mfu
+      r, rec = extract_json(titan, { '--model', 'qwen2.5-14b', '--gpu', 'b200',
+        '--precision', 'fp8' })
+      assert.are.equal(0, r.code, r.stderr)
+      p = rec.performance_metrics
+      assert.are.equal('fp8', rec.training_config.precision)
+      assert.are.equal('config', rec.training_config.sources.precision)
+      assert.are.equal('fp8', p.mfu_basis.precision)
+      assert.are.equal('config', p.mfu_basis.precision_source)
+      assert.is_false(p.mfu_basis.precision_assumed)
+      assert.is_nil(diag_of(rec, 'precision_assumed'))
+      -- B200: fp8 dense peak twice the bf16 one, so half the MFU.
+      check_value('MFU vs fp8', p.mfu, mfu_bf16 / 2)
+      check_value('MFU vs bf16', p.mfu_basis.mfu_vs_bf16, mfu_bf16)
+    end)
+
+    it('keeps the precision the log shows over --precision, with a warning', function()
+      if not need(smoke) then
+        return
+      end
+      local r, rec = extract_json(smoke, { '--model', 'llama3.1-8b', '--gpu', 'mi355x',
+        '--precision', 'fp8' })
+      assert.are.equal(0, r.code, r.stderr)
+      local p = rec.performance_metrics
+      assert.are.equal('bf16', rec.training_config.precision)
+      assert.are.equal('log', p.mfu_basis.precision_source) -- Primus prints its precision
+      assert.are.equal(MI355X_BF16, p.mfu_basis.peak_tflops)
+      assert.is_table(diag_of(rec, 'config_override', 'the run was configured for fp8 but the '
+        .. "log shows bf16: the log's precision is used"))
+      r = h.run({ 'extract', smoke, '--precision', 'bf17' })
+      assert.are.equal(2, r.code)
+      assert.is_truthy(r.stderr:find("option '--precision': unknown precision 'bf17'; close: "
+        .. 'bf16', 1, true), r.stderr)
     end)
 
     it('accepts a framework whose runs print the log format, refuses one whose do not', function()

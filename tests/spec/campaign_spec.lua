@@ -403,6 +403,8 @@ describe('the GPU and identity of a campaign record', function()
       perf = rec.performance_metrics
       assert.are.equal('fp8', perf.mfu_basis.precision)
       assert.is_false(perf.mfu_basis.precision_assumed)
+      assert.are.equal('config', perf.mfu_basis.precision_source)
+      assert.are.equal('config', rec.training_config.sources.precision)
       assert.are.equal(2614.9, perf.mfu_basis.peak_tflops)
       assert.is_true(math.abs(perf.mfu / expected_mfu(rec, 'mi300x', 'fp8') - 1) < 1e-12)
       assert.is_true(perf.mfu_basis.mfu_vs_bf16 > perf.mfu)

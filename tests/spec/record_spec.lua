@@ -279,6 +279,34 @@ describe('tp.record.from_log', function()
     assert.has_error(function()
       record.from_log(fake_log({ 1 }), { gpus = '8' })
     end, "tp.record.from_log: option 'gpus' must be a number, got string")
+    assert.has_error(function()
+      record.from_log(fake_log({ 1 }), { precision = 'bfloat16' })
+    end, "tp.record.from_log: option 'precision' must be one of fp32, tf32, bf16, fp16, fp8, "
+      .. "fp4, got 'bfloat16'")
+  end)
+
+  it('fills the precision from opts.precision where the log shows none', function()
+    local no_precision = { args = { seq_length = '128' } }
+    local rec = record.from_log(fake_log({ 1, 1 }, no_precision), { precision = 'fp16' })
+    assert.are.equal('fp16', rec.training_config.precision)
+    assert.are.equal('config', rec.training_config.sources.precision)
+    -- Without it the precision stays unknown.
+    rec = record.from_log(fake_log({ 1, 1 }, no_precision))
+    assert.are.equal(null, rec.training_config.precision)
+    assert.is_nil(rec.training_config.sources.precision)
+    -- A log that shows one (--bf16 in the argument dump) keeps it, and the disagreement is said.
+    rec = record.from_log(fake_log({ 1, 1 }), { precision = 'fp16' })
+    assert.are.equal('bf16', rec.training_config.precision)
+    assert.are.equal('args', rec.training_config.sources.precision)
+    local found
+    for _, d in ipairs(rec.diagnostics) do
+      if d.kind == 'config_override' then
+        found = d
+      end
+    end
+    assert.are.equal('warning', found.severity)
+    assert.are.equal("the run was configured for fp16 but the log shows bf16: the log's "
+      .. 'precision is used', found.message)
   end)
 end)
 

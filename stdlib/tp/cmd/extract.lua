@@ -9,6 +9,7 @@ M.summary = 'parse training logs into run records (step time, tokens/s, loss, di
 M.usage = [[
 usage: tplua extract LOG... [--format F] [--gbs N] [--seq-len N] [--gpus N]
                             [--platform P] [--framework F] [--model ID] [--gpu ID]
+                            [--precision P]
                             [--methodology NAME] [--dataset NAME] [--repeat N]
                             [--run-id ID] [--experiment NAME]
                             [--json OUT | --json-dir DIR] [--quiet]
@@ -35,8 +36,11 @@ the run's identity (written at the top level of each record; the log does not sa
                      fit the log: a Primus run can log in Megatron-LM's or torchtitan's format
   --model ID         model catalog id (tp.models: llama3.1-8b, qwen2.5-7b, ...)
   --gpu ID           GPU catalog id (tp.hardware: h100-sxm, mi300x, ...): gpu_info, and MFU
-                     against its dense peak at the log's precision (bf16 when not shown)
-                     when --model is given too
+                     against its dense peak at the log's precision (else --precision's,
+                     else bf16, said so) when --model is given too
+  --precision P      the precision the run was configured for (fp32, tf32, bf16, fp16, fp8,
+                     fp4): used where the log does not show one; a log that shows another
+                     wins, with a config_override warning
   --methodology M    identical_config or maximum_performance
   --dataset NAME     dataset name
   --repeat N         repeat number (1, 2, ...)
@@ -69,6 +73,7 @@ local SPEC = {
   ['repeat'] = 'integer',
   run_id = 'string',
   experiment = 'string',
+  precision = 'string',
 }
 
 -- The log formats each framework's runs print. Primus runs Megatron-LM or torchtitan as its
@@ -307,7 +312,8 @@ local function print_summary(out, path, rec)
     local b = p.mfu_basis
     out:write(string.format('  MFU: %.1f %% (model TFLOP/s/GPU %.1f of the %s %s peak %s%s, %s '
       .. 'FLOPs/token %s)\n', p.mfu * 100, p.tflops_per_gpu, b.hardware, b.precision,
-      num(b.peak_tflops), b.precision_assumed and ', precision assumed' or '', b.convention,
+      num(b.peak_tflops), b.precision_assumed and ', precision assumed'
+        or (b.precision_source == 'config' and ', precision from --precision' or ''), b.convention,
       num(b.flops_per_token)))
   end
   if present(p.framework_tokens_per_second_per_gpu) or present(p.framework_tflops_per_gpu) then
@@ -412,6 +418,13 @@ local function identity(opts)
     end
     ident.platform = platform
     ident.hardware = row.id
+  end
+  if opts.precision then
+    local known = require('tp.record').PRECISIONS
+    if not contains(known, opts.precision) then
+      return nil, "option '--precision': " .. unknown('precision', opts.precision, known)
+    end
+    ident.precision = opts.precision
   end
   if opts.methodology then
     local meth = require('tp.methodology')
