@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomicfile.h"
 #include "digest.h"
 #include "jsonw.h"
 #include "logscan.h"
 #include "lutil.h"
+#include "store.h"
 
 #define SCANNER "tp.log.Scanner"
 #define OUTPUT  "tp.log.Output"
@@ -875,7 +875,7 @@ static void rw_path(const RecWriter *w, char *out, size_t cap) {
 // --- Output: a file written as a stream, put in place atomically -------------------------------
 
 typedef struct Output {
-  TpAtomicFile f;
+  TpStoreFile f;
   bool open;
 } Output;
 
@@ -897,7 +897,7 @@ static int log_output(lua_State *L) {
   o->f.fd = -1;
   luaL_setmetatable(L, OUTPUT);
   TpError err;
-  if (tp_atomicfile_open(&o->f, path, (int)mode, &err) != 0) {
+  if (tp_store_file_open(&o->f, path, (int)mode, &err) != 0) {
     return tpl_pusherror(L, &err);
   }
   o->open = true;
@@ -906,7 +906,7 @@ static int log_output(lua_State *L) {
 
 // Aborts the file after a failure and pushes nil, err, code.
 static int output_failure(lua_State *L, Output *o, const TpError *err) {
-  tp_atomicfile_abort(&o->f);
+  tp_store_file_abort(&o->f);
   o->open = false;
   return tpl_pusherror(L, err);
 }
@@ -917,7 +917,7 @@ static int output_write(lua_State *L) {
   size_t n;
   const char *p = luaL_checklstring(L, 2, &n);
   TpError err;
-  if (tp_atomicfile_write(&o->f, p, n, &err) != 0) {
+  if (tp_store_file_write(&o->f, p, n, &err) != 0) {
     return output_failure(L, o, &err);
   }
   lua_pushboolean(L, 1);
@@ -941,7 +941,7 @@ static int output_records(lua_State *L) {
     tp_logscan_record(u->s, i, &r);
     w.record = i + 1;
     ok = rw_put(&w, i > 0 ? ",\n    " : "\n    ", i > 0 ? 6 : 5) && rw_record(&w, &r);
-    if (ok && tp_atomicfile_pump(&o->f, &err) != 0) {
+    if (ok && tp_store_file_pump(&o->f, &err) != 0) {
       tp_buf_free(&w.kvs);
       return output_failure(L, o, &err);
     }
@@ -951,11 +951,11 @@ static int output_records(lua_State *L) {
   if (!ok) {
     char where[256];
     rw_path(&w, where, sizeof where);
-    tp_atomicfile_abort(&o->f);
+    tp_store_file_abort(&o->f);
     o->open = false;
     return tpl_pushfail(L, w.nomem ? "ENOMEM" : "EINVAL", "%s: %s", where, w.why);
   }
-  if (tp_atomicfile_pump(&o->f, &err) != 0) {
+  if (tp_store_file_pump(&o->f, &err) != 0) {
     return output_failure(L, o, &err);
   }
   lua_pushboolean(L, 1);
@@ -966,8 +966,8 @@ static int output_records(lua_State *L) {
 static int output_commit(lua_State *L) {
   Output *o = check_output(L, 1);
   TpError err;
-  int rc = tp_atomicfile_commit(&o->f, &err);
-  tp_atomicfile_abort(&o->f);  // frees; the committed file stays
+  int rc = tp_store_file_commit(&o->f, &err);
+  tp_store_file_abort(&o->f);  // frees; the committed file stays
   o->open = false;
   if (rc != 0) {
     return tpl_pusherror(L, &err);
@@ -981,7 +981,7 @@ static int output_close(lua_State *L) {
   Output *o = luaL_checkudata(L, 1, OUTPUT);
   if (o->open) {
     o->open = false;
-    tp_atomicfile_abort(&o->f);
+    tp_store_file_abort(&o->f);
   }
   return 0;
 }

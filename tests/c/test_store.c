@@ -1,8 +1,12 @@
-// engine/store and engine/fs: atomic replace, journal lines, mkdir -p, listing, glob, realpath.
+// engine/store and engine/fs: atomic replace (whole and streamed), journal lines, mkdir -p,
+// listing, glob, realpath. A streamed file appears whole at commit and never before; a failed
+// write (file-size limit, EFBIG) or an abort leaves the old file and no temporary file.
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +71,76 @@ static void test_atomic(void) {
   CHECK_INT(mkdir(dir, 0755), 0);
   CHECK(tp_store_write_atomic(dir, "x", 1, 0644, &err) < 0);
   CHECK_INT(count_entries(tmpdir), 2);  // a.json and adir only
+}
+
+static long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static void test_file(void) {
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/file", tmpdir);
+  CHECK(mkdir(dir, 0755) == 0);
+  char path[320];
+  snprintf(path, sizeof path, "%s/out.json", dir);
+  TpError err = {0};
+
+  // Streamed in many pieces, more than one flush: nothing at the path until commit.
+  TpStoreFile f;
+  CHECK_INT(tp_store_file_open(&f, path, 0644, &err), 0);
+  static char block[4096];
+  memset(block, 'x', sizeof block);
+  for (int i = 0; i < 600; i++) {
+    CHECK_INT(tp_store_file_write(&f, block, sizeof block, &err), 0);
+  }
+  CHECK_INT(file_size(path), -1);
+  CHECK_INT(count_entries(dir), 1);
+  CHECK_INT(tp_store_file_commit(&f, &err), 0);
+  tp_store_file_abort(&f);
+  CHECK_INT(file_size(path), 600 * 4096);
+  CHECK_INT(count_entries(dir), 1);
+
+  // Aborted: the old file stays, the temporary file goes.
+  CHECK_INT(tp_store_file_open(&f, path, 0644, &err), 0);
+  CHECK_INT(tp_store_file_write(&f, "new", 3, &err), 0);
+  tp_store_file_abort(&f);
+  tp_store_file_abort(&f);
+  CHECK_INT(file_size(path), 600 * 4096);
+  CHECK_INT(count_entries(dir), 1);
+
+  // A write failure (file-size limit of 64 KiB, SIGXFSZ ignored: write returns EFBIG) is
+  // sticky and reported by commit, which removes the temporary file.
+  struct rlimit old, lim;
+  getrlimit(RLIMIT_FSIZE, &old);
+  lim = old;
+  lim.rlim_cur = 65536;
+  signal(SIGXFSZ, SIG_IGN);
+  CHECK_INT(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  CHECK_INT(tp_store_file_open(&f, path, 0644, &err), 0);
+  int rc = 0;
+  for (int i = 0; i < 600 && rc == 0; i++) {
+    rc = tp_store_file_write(&f, block, sizeof block, &err);
+  }
+  if (rc == 0) {
+    rc = tp_store_file_commit(&f, &err);
+  }
+  CHECK_INT(rc, -EFBIG);
+  CHECK(strstr(err.msg, "out.json: write: File too large") != NULL);
+  CHECK(tp_store_file_commit(&f, &err) != 0);
+  tp_store_file_abort(&f);
+  setrlimit(RLIMIT_FSIZE, &old);
+  CHECK_INT(file_size(path), 600 * 4096);
+  CHECK_INT(count_entries(dir), 1);
+
+  // A directory that does not exist: open fails, nothing to abort.
+  char bad[360];
+  snprintf(bad, sizeof bad, "%s/missing/out.json", dir);
+  CHECK(tp_store_file_open(&f, bad, 0644, &err) < 0);
+  CHECK(strstr(err.msg, "cannot create temporary file") != NULL);
+  tp_store_file_abort(&f);
+  unlink(path);
+  rmdir(dir);
 }
 
 static void test_journal(void) {
@@ -152,6 +226,7 @@ int main(void) {
     return 1;
   }
   test_atomic();
+  test_file();
   test_journal();
   test_fs();
   char cmd[512];
