@@ -661,29 +661,24 @@ static int member_cmp(const void *a, const void *b) {
   return strcmp(((const Member *)a)->name, ((const Member *)b)->name);
 }
 
-// The members in key order (sorted once).
-static const Member *sorted_members(void) {
-  static Member m[RM_COUNT];
-  static bool ready = false;
-  if (!ready) {
-    for (int f = 0; f < TP_LOG_F_COUNT; f++) {
-      m[f] = (Member){tp_logscan_field_name(f), f};
-    }
-    m[RM_DERIVED] = (Member){"step_time_derived", RM_DERIVED};
-    m[RM_LOSSES] = (Member){"losses", RM_LOSSES};
-    m[RM_TIMESTAMP] = (Member){"timestamp", RM_TIMESTAMP};
-    m[RM_EXTRA] = (Member){"extra", RM_EXTRA};
-    qsort(m, RM_COUNT, sizeof m[0], member_cmp);
-    ready = true;
+// Fills m with the members in key order.
+static void sorted_members(Member m[RM_COUNT]) {
+  for (int f = 0; f < TP_LOG_F_COUNT; f++) {
+    m[f] = (Member){tp_logscan_field_name(f), f};
   }
-  return m;
+  m[RM_DERIVED] = (Member){"step_time_derived", RM_DERIVED};
+  m[RM_LOSSES] = (Member){"losses", RM_LOSSES};
+  m[RM_TIMESTAMP] = (Member){"timestamp", RM_TIMESTAMP};
+  m[RM_EXTRA] = (Member){"extra", RM_EXTRA};
+  qsort(m, RM_COUNT, sizeof m[0], member_cmp);
 }
 
 typedef struct RecWriter {
   TpBuf *out;
-  TpBuf kvs;        // scratch: the entries of one losses/extra object (KvEnt)
-  size_t record;    // 1-based, for error paths
-  const char *key;  // member (and object key) being written, for error paths
+  Member members[RM_COUNT];  // in key order
+  TpBuf kvs;                 // scratch: the entries of one losses/extra object (KvEnt)
+  size_t record;             // 1-based, for error paths
+  const char *key;           // member (and object key) being written, for error paths
   size_t key_len;
   const char *subkey;
   size_t subkey_len;
@@ -815,7 +810,7 @@ static bool has_kind(const TpLogRecord *r, TpLogKvKind kind) {
 
 // Writes record r as an object at depth 2.
 static bool rw_record(RecWriter *w, const TpLogRecord *r) {
-  const Member *m = sorted_members();
+  const Member *m = w->members;
   if (!rw_put(w, "{", 1)) {
     return false;
   }
@@ -934,6 +929,7 @@ static int output_records(lua_State *L) {
   RecWriter w;
   memset(&w, 0, sizeof w);
   w.out = &o->f.buf;
+  sorted_members(w.members);
   TpError err;
   bool ok = rw_put(&w, "[", 1);
   for (size_t i = 0; ok && i < n; i++) {
