@@ -211,6 +211,12 @@ function M.effective(run)
         or (sources[name] or 'record'), name)
     end
   end
+  -- The model the record names (a tp.models id): two runs of different models do not do the
+  -- same work, whatever their arguments say.
+  if type(run.model) == 'string' and run.model ~= '' then
+    out.config.model = run.model
+    out.provenance.model = 'record model'
+  end
   if out.config.gpus == nil then
     local gi = type(run.gpu_info) == 'table' and run.gpu_info or {}
     local n = gi.device_count or gi.count
@@ -471,6 +477,7 @@ local function describe_values(entries)
 end
 
 local KEY_ADVICE = {
+  model = 'different models do different work per token: no ratio between them means anything',
   ['training.seed'] = 'different seeds give different initialisations and data orders',
   ['training.lr'] = 'a different learning rate changes the loss curve and can hide or cause ' ..
     'divergence',
@@ -489,8 +496,8 @@ local function diff_findings(runs, effs, by, m, mname, out)
       keys[k] = true
     end
   end
-  local critical = { 'training.lr', 'training.seed', 'training.gbs', 'training.seq_len',
-    'training.precision', 'parallelism.tp', 'gpus' }
+  local critical = { 'model', 'training.lr', 'training.seed', 'training.gbs',
+    'training.seq_len', 'training.precision', 'parallelism.tp', 'gpus' }
   for _, key in ipairs(keys_sorted(keys)) do
     if key ~= 'training.dataset' and key ~= 'training.tokenizer' then
       local entries, known, unknown = {}, {}, {}
@@ -524,10 +531,10 @@ local function diff_findings(runs, effs, by, m, mname, out)
       elseif not differs and #unknown > 0 and #known > 0 then
         for _, c in ipairs(critical) do
           if c == key then
-            out[#out + 1] = new_finding('info', 'not_checked', key, string.format(
+            out[#out + 1] = new_finding('warning', 'not_checked', key, string.format(
               '%s is not known for %s (no argument dump or record value): it cannot be checked ' ..
-              'against %s', label(key), table.concat(unknown, ', '), fmt(entries[1].value)),
-              unknown)
+              'against %s, so the comparison is not verified on it', label(key),
+              table.concat(unknown, ', '), fmt(entries[1].value)), unknown)
           end
         end
       end
@@ -537,6 +544,16 @@ end
 
 -- Loss behaviour of each run from tp.convergence: 'random' (plateau at ln V), 'memorised'
 -- (collapse towards 0) or 'learning'.
+-- A run is taken to learn only when its loss curve shows it: at least the points convergence
+-- needs to judge a plateau, and a last loss below the first. One point, or a flat or rising
+-- curve, says nothing about the data, so it is left out of the data-identity comparison.
+local function shows_learning(r, cv)
+  local y = cv.curve(r).y
+  return #y >= cv.DEFAULTS.min_points and y[#y] < y[1]
+end
+
+-- What each run's loss says about its data: random (plateau at ln(vocab)), memorised (collapse
+-- towards 0), learning, or unknown.
 local function behaviours(runs, given)
   local cv = require('tp.convergence')
   local out = {}
@@ -545,8 +562,7 @@ local function behaviours(runs, given)
     if not fs then
       fs = cv.check(r)
     end
-    local has_loss = type(r.loss_last) == 'number'
-    local b = { kind = has_loss and 'learning' or 'unknown' }
+    local b = { kind = shows_learning(r, cv) and 'learning' or 'unknown' }
     for _, f in ipairs(fs) do
       if f.kind == 'random_plateau' then
         b = { kind = 'random', finding = f }
@@ -676,10 +692,19 @@ local function data_findings(runs, effs, by, opts, out)
       names(odd), { odd = names(odd) })
   elseif kinds.random or kinds.memorised then
     local list = kinds.random or kinds.memorised
+    local silent = {}
+    for _, r in ipairs(runs) do
+      if beh[r].kind == 'unknown' then
+        silent[#silent + 1] = r.id
+      end
+    end
     out[#out + 1] = new_finding('warning', 'mock_data', 'loss', string.format(
-      'every run\'s loss points to %s data (%s): throughput may be compared, convergence ' ..
-      'cannot', kinds.random and 'random or mock' or 'repeated or synthetic', measured(list)),
-      names(list))
+      '%s loss points to %s data (%s): throughput may be compared, convergence cannot%s',
+      #silent == 0 and 'every run\'s' or ('the ' .. table.concat(names(list), ', ')
+        .. (#list == 1 and ' run\'s' or ' runs\'')),
+      kinds.random and 'random or mock' or 'repeated or synthetic', measured(list),
+      #silent == 0 and '' or string.format('; the loss of %s shows too few points (or no fall) '
+        .. 'to tell what data it read', table.concat(silent, ', '))), names(list))
   end
 end
 

@@ -141,6 +141,69 @@ describe('tplua compare', function()
     end
   end)
 
+  -- Records extracted from the published fixture logs by the binary, then compared: what a user
+  -- does with logs from two machines.
+  describe('on records extracted from the fixture logs', function()
+    local LOGS = h.fixture('logs')
+    local function extract(dir, log, args)
+      local argv = { 'extract', LOGS .. '/' .. log, '--json-dir', dir, '--quiet' }
+      for _, a in ipairs(args) do
+        argv[#argv + 1] = a
+      end
+      local r = h.run(argv)
+      assert.are.equal(0, r.code, r.stderr)
+    end
+
+    it('finds the batch, the expert parallelism, the model and the mock data that differ',
+      function()
+        local dir = h.tmpdir()
+        -- Primus on MI355X with mock data (loss flat at ln(vocab)); torchtitan on B200 with
+        -- real data (loss 12.55 -> 6.92).
+        extract(dir, 'primus/dsv4_smoke_ep8_pp1_full.log', { '--gpu', 'mi355x', '--run-id',
+          'amd-dsv4', '--model', 'llama3.1-8b' })
+        extract(dir, 'torchtitan/qwen3_14b_b200_nocolor_logfreq1.log', { '--gpu', 'b200',
+          '--run-id', 'nvd-qwen3', '--model', 'qwen2.5-14b' })
+        local r = h.run({ 'compare', dir })
+        assert.are.equal(3, r.code, r.stderr)
+        local out = r.stdout
+        assert.is_truthy(out:find('audit (identical_config, assumed (the records name none)): '
+          .. '4 errors', 1, true), out)
+        assert.is_truthy(out:find('[error]   model differs: amd llama3.1-8b (amd-dsv4: record '
+          .. 'model) vs nvd qwen2.5-14b (nvd-qwen3: record model)', 1, true), out)
+        assert.is_truthy(out:find('[error]   training.gbs differs: amd 16 (amd-dsv4: primus args '
+          .. 'global_batch_size=16) vs nvd 1280', 1, true), out)
+        assert.is_truthy(out:find('[error]   parallelism.ep differs: amd 8', 1, true), out)
+        assert.is_truthy(out:find('[error]   the loss curves show different data: amd-dsv4 stays '
+          .. 'at 11.664 = ln(129280), while nvd-qwen3 learns (loss 12.552 -> 6.922)', 1, true),
+          out)
+        -- torchtitan prints no argument dump: what cannot be checked is said, as a warning.
+        assert.is_truthy(out:find('[warning] training.seed is not known for nvd-qwen3 (no '
+          .. 'argument dump or record value): it cannot be checked against 1234', 1, true), out)
+        assert.is_truthy(out:find('verdict: the comparison is NOT valid: 4 audit errors above', 1,
+          true), out)
+      end)
+
+    it('does not call a one-point loss curve learning', function()
+      local dir = h.tmpdir()
+      extract(dir, 'primus/dsv4_smoke_ep8_pp1_full.log', { '--gpu', 'mi355x', '--run-id',
+        'amd-dsv4' })
+      -- torchtitan's pull request log: one step line with a loss, no step time.
+      extract(dir, 'torchtitan/pr1884_llama3_8b_multirank.log', { '--gpu', 'h100-sxm',
+        '--run-id', 'nvd-pr1884' })
+      local r = h.run({ 'compare', dir })
+      local out = r.stdout
+      assert.is_nil(out:find(' learns (loss', 1, true), out)
+      assert.is_nil(out:find('show different data', 1, true), out)
+      assert.is_truthy(out:find("[warning] the amd-dsv4 run's loss points to random or mock data "
+        .. '(amd-dsv4 stays at 11.664 = ln(129280)): throughput may be compared, convergence '
+        .. 'cannot; the loss of nvd-pr1884 shows too few points (or no fall) to tell what data '
+        .. 'it read', 1, true), out)
+      assert.are.equal(0, r.code, out)
+      assert.is_truthy(out:find('verdict: the comparison is valid (no audit errors; ', 1, true),
+        out)
+    end)
+  end)
+
   it('prints its usage with --help and exits 0', function()
     local r = h.run({ 'compare', '--help' })
     assert.are.equal(0, r.code)

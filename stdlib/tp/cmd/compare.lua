@@ -273,7 +273,9 @@ function M.run(args)
   out:write(require('tp.compare').format(cmp))
   out:write('\n')
   if audit.valid then
-    out:write('verdict: the comparison is valid (no audit errors)\n')
+    local nw = audit.counts.warning or 0
+    out:write(string.format('verdict: the comparison is valid (no audit errors%s)\n', nw > 0
+      and string.format('; %d warning%s above', nw, nw == 1 and '' or 's') or ''))
   else
     out:write(string.format('verdict: the comparison is NOT valid: %d audit error%s above\n',
       audit.counts.error, audit.counts.error == 1 and '' or 's'))
