@@ -23,15 +23,19 @@ static TpFsType mode_type(mode_t m) {
   return TP_FS_OTHER;
 }
 
+void tp_fs_from_stat(const struct stat *s, TpFsStat *out) {
+  out->type = mode_type(s->st_mode);
+  out->size = (int64_t)s->st_size;
+  out->mode = (int)(s->st_mode & 07777);
+  out->mtime = (double)s->st_mtim.tv_sec + (double)s->st_mtim.tv_nsec * 1e-9;
+}
+
 int tp_fs_stat(const char *path, bool nofollow, TpFsStat *st, TpError *err) {
   struct stat s;
   if ((nofollow ? lstat(path, &s) : stat(path, &s)) != 0) {
     return tp_error_errno(err, "%s", path);
   }
-  st->type = mode_type(s.st_mode);
-  st->size = (int64_t)s.st_size;
-  st->mode = (int)(s.st_mode & 07777);
-  st->mtime = (double)s.st_mtim.tv_sec + (double)s.st_mtim.tv_nsec * 1e-9;
+  tp_fs_from_stat(&s, st);
   return 0;
 }
 

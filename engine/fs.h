@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "common.h"
 
@@ -20,6 +21,9 @@ typedef struct TpFsStat {
   int mode;      ///< permission bits
   double mtime;  ///< seconds since the epoch, with nanoseconds
 } TpFsStat;
+
+/// Fills `out` from what stat(2) / fstat(2) gave (the one conversion every caller shares).
+void tp_fs_from_stat(const struct stat *s, TpFsStat *out);
 
 /// Fills `st` for `path` (following symbolic links unless `nofollow`).
 /// @return 0, or -errno with `err` filled ("<path>: <reason>").

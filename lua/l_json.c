@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "fs.h"
 #include "jsonw.h"
 #include "lutil.h"
 #include "store.h"
@@ -41,6 +42,94 @@ static bool is_digit(unsigned c) {
 
 static bool is_ws(unsigned c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+// Word-at-a-time scans (eight bytes per step) for the two runs that make up most of a pretty
+// record: the plain bytes of a string and the indentation. The byte tests are the classic
+// "has a zero byte" / "has a byte less than n" expressions (Sean Eron Anderson, Bit Twiddling
+// Hacks, "Determine if a word has a byte less than n"): the lowest flagged byte is always a true
+// one, so on a little-endian machine the count of trailing zero bits, / 8, is the offset of the
+// first byte that ends the run. Elsewhere the scans go byte by byte.
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR_SCAN 1
+#define ONES      0x0101010101010101u
+#define HIGHS     0x8080808080808080u
+
+static inline uint64_t load8(const unsigned char *p) {
+  uint64_t w;
+  memcpy(&w, p, 8);
+  return w;
+}
+
+// High bit set in each byte of w that is zero (and possibly in bytes after one).
+static inline uint64_t zero_bytes(uint64_t w) {
+  return (w - ONES) & ~w & HIGHS;
+}
+#endif
+
+// Offset of the first byte at or after s[i] that is not plain string content: '"', '\\', a
+// control character (< 0x20) or a byte >= 0x80 (UTF-8, checked by the caller).
+static inline size_t plain_run(const unsigned char *s, size_t n, size_t i) {
+#ifdef SWAR_SCAN
+  while (i + 8 <= n) {
+    uint64_t w = load8(s + i);
+    uint64_t stop = (w & HIGHS) | ((w - 0x20 * ONES) & ~w & HIGHS) | zero_bytes(w ^ (0x22 * ONES)) |
+                    zero_bytes(w ^ (0x5C * ONES));
+    if (stop) {
+      return i + ((size_t)__builtin_ctzll(stop) >> 3);
+    }
+    i += 8;
+  }
+#endif
+  while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') {
+    i++;
+  }
+  return i;
+}
+
+// Offset of the first byte at or after s[i] that is not an ASCII digit.
+static inline size_t digit_run(const unsigned char *s, size_t n, size_t i) {
+#ifdef SWAR_SCAN
+  while (i + 8 <= n) {
+    uint64_t w = load8(s + i);
+    // A byte is a digit when its high nibble is 3 and adding 6 keeps it there ('0'..'9').
+    uint64_t bad = ((w & (0xF0 * ONES)) ^ (0x30 * ONES)) |
+                   (((w + 0x06 * ONES) & (0xF0 * ONES)) ^ (0x30 * ONES));
+    if (bad) {
+      return i + ((size_t)__builtin_ctzll(bad) >> 3);
+    }
+    i += 8;
+  }
+#endif
+  while (i < n && is_digit(s[i])) {
+    i++;
+  }
+  return i;
+}
+
+// Offset of the first byte at or after s[i] that is not JSON whitespace (RFC 8259 §2).
+static inline size_t ws_run(const unsigned char *s, size_t n, size_t i) {
+  while (i < n) {
+    unsigned c = s[i];
+    if (c > ' ') {
+      break;  // the usual end of a run: one comparison
+    }
+    if (c == ' ') {
+#ifdef SWAR_SCAN
+      if (i + 8 <= n) {  // a run of spaces (indentation) in one step
+        uint64_t other = load8(s + i) ^ (0x20 * ONES);
+        i += other ? (size_t)__builtin_ctzll(other) >> 3 : 8;
+        continue;
+      }
+#endif
+      i++;
+    } else if (c == '\n' || c == '\t' || c == '\r') {
+      i++;
+    } else {
+      break;
+    }
+  }
+  return i;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,10 +275,7 @@ static bool scan_string(JsonDec *d, size_t *pos) {
     }
     if (c < 0x80) {
       // The common case: a run of printable ASCII other than '"' and '\\'.
-      i++;
-      while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') {
-        i++;
-      }
+      i = plain_run(s, n, i + 1);
       continue;
     }
     size_t k = tpl_utf8_len(s + i, n - i);
@@ -513,10 +599,7 @@ typedef struct SkipInfo {
 } SkipInfo;
 
 static size_t skip_ws(const unsigned char *s, size_t n, size_t i) {
-  while (i < n && is_ws(s[i])) {
-    i++;
-  }
-  return i;
+  return ws_run(s, n, i);
 }
 
 // Checks the number starting at s[i] (RFC 8259 §6) and returns the offset after it, or 0.
@@ -527,21 +610,13 @@ static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
   if (i >= n || !is_digit(s[i])) {
     return 0;
   }
-  if (s[i] == '0') {
-    i++;
-  } else {
-    while (i < n && is_digit(s[i])) {
-      i++;
-    }
-  }
+  i = s[i] == '0' ? i + 1 : digit_run(s, n, i);
   if (i < n && s[i] == '.') {
     i++;
     if (i >= n || !is_digit(s[i])) {
       return 0;
     }
-    while (i < n && is_digit(s[i])) {
-      i++;
-    }
+    i = digit_run(s, n, i);
   }
   if (i < n && (s[i] == 'e' || s[i] == 'E')) {
     i++;
@@ -551,9 +626,7 @@ static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
     if (i >= n || !is_digit(s[i])) {
       return 0;
     }
-    while (i < n && is_digit(s[i])) {
-      i++;
-    }
+    i = digit_run(s, n, i);
   }
   return i;
 }
@@ -561,10 +634,7 @@ static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
 // scan_string with a shortcut for the common string: printable ASCII without escapes.
 static inline bool skip_string(JsonDec *d, size_t *pos) {
   const unsigned char *s = d->s;
-  size_t n = d->n, j = *pos + 1;
-  while (j < n && s[j] >= 0x20 && s[j] < 0x80 && s[j] != '"' && s[j] != '\\') {
-    j++;
-  }
+  size_t n = d->n, j = plain_run(s, n, *pos + 1);
   if (j < n && s[j] == '"') {
     *pos = j + 1;
     return true;
@@ -639,8 +709,12 @@ static uint64_t key_hash(const unsigned char *p, size_t len) {
     h = (h ^ w) * 0xFF51AFD7ED558CCDu;
     h ^= h >> 29;
   }
-  for (w = 0; k < len; k++) {  // the last 0..7 bytes, one by one (a short memcpy stalls here)
-    w = w << 8 | p[k];
+  if (k < len && len >= 8) {  // the last 1..7 bytes: the eight that end the key (overlapping)
+    memcpy(&w, p + len - 8, 8);
+  } else {
+    for (w = 0; k < len; k++) {  // a key shorter than 8 bytes, one by one
+      w = w << 8 | p[k];
+    }
   }
   h = (h ^ w) * 0xC4CEB9FE1A85EC53u;
   return h ^ (h >> 32);
@@ -736,9 +810,16 @@ static bool skip_value_in(JsonDec *d, size_t *pos, SkipInfo *info, SkipKeys *key
         break;
       case SK_BOOLEAN:
       case SK_NULL: {
-        const char *lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
-        size_t k = strlen(lit);
-        if (n - i < k || memcmp(s + i, lit, k) != 0) {
+        // The three literals (RFC 8259 §3), compared four bytes at once ("fals" then 'e').
+        const char *lit = c == 't' ? "true" : c == 'f' ? "fals" : "null";
+        size_t k = c == 'f' ? 5 : 4;
+        uint32_t want, got;
+        memcpy(&want, lit, 4);
+        if (n - i < k) {
+          return false;
+        }
+        memcpy(&got, s + i, 4);
+        if (got != want || (k == 5 && s[i + 4] != 'e')) {
           return false;
         }
         i += k;
@@ -794,9 +875,7 @@ static bool skip_value_in(JsonDec *d, size_t *pos, SkipInfo *info, SkipKeys *key
       if (key_at >= n || s[key_at] != '"') {
         return false;
       }
-      while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') {
-        i++;
-      }
+      i = plain_run(s, n, i);
       if (i >= n || s[i] != '"' || !add_key(keys, s, key_at, ++i)) {
         return false;
       }
@@ -1355,8 +1434,9 @@ static int file_gc(lua_State *L) {
   return 0;
 }
 
-// json.read_file(path, max_size) -> contents | nil, err, code
-// Reads a whole regular file or stream; more than max_size bytes is an ELIMIT failure.
+// json.read_file(path, max_size) -> contents [, mtime] | nil, err, code
+// Reads a whole regular file or stream; more than max_size bytes is an ELIMIT failure. A regular
+// file also gives its mtime, as fs.stat does.
 static int json_read_file(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lua_Integer max = luaL_optinteger(L, 2, LUA_MAXINTEGER);
@@ -1413,7 +1493,13 @@ static int json_read_file(lua_State *L) {
   int fd = f->fd;
   f->fd = -1;
   close(fd);
-  return 1;
+  if (!S_ISREG(st.st_mode)) {
+    return 1;
+  }
+  TpFsStat fst;
+  tp_fs_from_stat(&st, &fst);
+  lua_pushnumber(L, fst.mtime);  // as fs.stat gives it, from the descriptor that was read
+  return 2;
 }
 
 // json.write_file(path, data) -> true | nil, err, code

@@ -249,11 +249,13 @@ end
 
 --- Reads a whole file (a regular file in one read of its size, or a stream) without decoding
 --- it: for callers that keep the text, e.g. to decode skipped members later. More than
---- `max_size` bytes (default DEFAULT_MAX_SIZE) fails with 'ELIMIT'.
+--- `max_size` bytes (default DEFAULT_MAX_SIZE) fails with 'ELIMIT'. For a regular file the
+--- second value is its modification time as `tp.fs.stat` gives it, taken from the descriptor
+--- that was read (no separate stat, no race between the two).
 ---@param path string
 ---@param max_size? integer
 ---@return string|nil text
----@return string? err
+---@return number|string|nil mtime (regular files) or err
 ---@return string? code
 function M.read_text(path, max_size)
   if type(path) ~= 'string' then
