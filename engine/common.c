@@ -1,4 +1,4 @@
-// Error records and byte buffers shared by every engine module.
+// Error records, byte buffers and the UTF-8 check shared by every engine module.
 #include "common.h"
 
 #include <errno.h>
@@ -124,4 +124,36 @@ void tp_buf_free(TpBuf *b) {
   b->data = NULL;
   b->len = 0;
   b->cap = 0;
+}
+
+// RFC 3629 §4 (the table of well-formed byte sequences).
+size_t tp_utf8_len(const unsigned char *p, size_t n) {
+  unsigned c = p[0];
+  if (c < 0x80) {
+    return 1;
+  }
+  if (c >= 0xC2 && c <= 0xDF) {
+    return (n >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+  }
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
+      return 0;
+    }
+    // E0 A0..BF (no overlong form), ED 80..9F (no surrogates).
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) {
+      return 0;
+    }
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
+      return 0;
+    }
+    // F0 90..BF (no overlong form), F4 80..8F (nothing above U+10FFFF).
+    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) {
+      return 0;
+    }
+    return 4;
+  }
+  return 0;
 }

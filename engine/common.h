@@ -1,4 +1,5 @@
-// Shared engine vocabulary: the error record every engine call fills, and a growable byte buffer.
+// Shared engine vocabulary: the error record every engine call fills, a growable byte buffer and
+// the UTF-8 check.
 #pragma once
 
 #include <stdarg.h>
@@ -51,3 +52,7 @@ int tp_buf_printf(TpBuf *b, const char *fmt, ...) __attribute__((format(printf, 
 const char *tp_buf_cstr(TpBuf *b);
 /// Frees the storage and resets the buffer to empty.
 void tp_buf_free(TpBuf *b);
+
+/// Length of the well-formed UTF-8 sequence at p[0..n) (RFC 3629 §4: no overlongs, no
+/// surrogates, nothing above U+10FFFF), or 0. `n` must be at least 1.
+size_t tp_utf8_len(const unsigned char *p, size_t n);

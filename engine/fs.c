@@ -1,14 +1,18 @@
-// File-system primitives: stat, mkdir -p, sorted directory listing, glob, realpath.
+// File-system primitives: stat, whole-file read, mkdir -p, sorted directory listing, glob,
+// realpath.
 #include "fs.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static TpFsType mode_type(mode_t m) {
   if (S_ISREG(m)) {
@@ -36,6 +40,81 @@ int tp_fs_stat(const char *path, bool nofollow, TpFsStat *st, TpError *err) {
     return tp_error_errno(err, "%s", path);
   }
   tp_fs_from_stat(&s, st);
+  return 0;
+}
+
+int tp_fs_read_file(const char *path, size_t max, char **out, size_t *len, TpFsStat *st,
+                    TpError *err) {
+  *out = NULL;
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return tp_error_errno(err, "%s", path);
+  }
+  struct stat s;
+  if (fstat(fd, &s) != 0) {
+    int rc = tp_error_errno(err, "%s", path);
+    close(fd);
+    return rc;
+  }
+  if (S_ISDIR(s.st_mode)) {
+    close(fd);
+    errno = EISDIR;
+    return tp_error_errno(err, "%s", path);
+  }
+  bool regular = S_ISREG(s.st_mode);
+  if (regular && (uint64_t)s.st_size > (uint64_t)max) {
+    close(fd);
+    return tp_error_set(err, TP_ELIMIT, "%s: file is %lld bytes, above max_size (%llu bytes)", path,
+                        (long long)s.st_size, (unsigned long long)max);
+  }
+  // A regular file: one buffer of its size, +1 to see the end without growing it.
+  size_t cap = regular ? (size_t)s.st_size + 2 : 65536, n = 0;
+  char *buf = malloc(cap);
+  int rc = 0;
+  for (;;) {
+    if (!buf) {
+      rc = tp_error_set(err, TP_ENOMEM, "%s: out of memory", path);
+      break;
+    }
+    if (cap - n < 2) {
+      char *bigger = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+      if (!bigger) {
+        rc = tp_error_set(err, TP_ENOMEM, "%s: out of memory", path);
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+    ssize_t r = read(fd, buf + n, cap - n - 1);
+    if (r < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      rc = tp_error_errno(err, "%s", path);
+      break;
+    }
+    if (r == 0) {
+      break;
+    }
+    n += (size_t)r;
+    if (n > max) {
+      rc = tp_error_set(err, TP_ELIMIT, "%s: more than max_size (%llu bytes)", path,
+                        (unsigned long long)max);
+      break;
+    }
+  }
+  close(fd);
+  if (rc != 0) {
+    free(buf);
+    return rc;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *len = n;
+  if (st) {
+    tp_fs_from_stat(&s, st);
+  }
   return 0;
 }
 

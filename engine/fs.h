@@ -29,6 +29,16 @@ void tp_fs_from_stat(const struct stat *s, TpFsStat *out);
 /// @return 0, or -errno with `err` filled ("<path>: <reason>").
 int tp_fs_stat(const char *path, bool nofollow, TpFsStat *st, TpError *err);
 
+/// Reads the whole file at `path` into a new buffer: `*out` (NUL-terminated after `*len` bytes;
+/// the caller frees it) and, when `st` is not NULL, the stat of the descriptor that was read. A
+/// regular file is read in one read(2) of its size; a stream (pipe, FIFO) grows the buffer as it
+/// goes. More than `max` bytes fails with TP_ELIMIT ("<path>: file is N bytes, above max_size
+/// (M bytes)", or "<path>: more than max_size (M bytes)" for a stream or a file that grew); a
+/// directory with -EISDIR.
+/// @return 0, -errno, TP_ELIMIT or TP_ENOMEM (err filled, *out NULL).
+int tp_fs_read_file(const char *path, size_t max, char **out, size_t *len, TpFsStat *st,
+                    TpError *err);
+
 /// Creates `path` and any missing parents (like `mkdir -p`) with `mode` (e.g. 0755).
 /// An existing directory is success; an existing non-directory is -EEXIST.
 int tp_fs_mkdir_p(const char *path, int mode, TpError *err);

@@ -1,6 +1,5 @@
 // JSON text pieces shared by the encoders. Number text follows IEEE 754-2008 §5.12.2 (17
-// significant digits round-trip a binary64); string escapes follow RFC 8259 §7 and the UTF-8
-// check RFC 3629 §4.
+// significant digits round-trip a binary64); string escapes follow RFC 8259 §7.
 #include "jsonw.h"
 
 #include <stdio.h>
@@ -22,37 +21,6 @@ size_t tp_jsonw_float(char *buf, size_t cap, double x) {
   return n > 0 ? (size_t)n : 0;
 }
 
-size_t tp_jsonw_utf8_len(const unsigned char *p, size_t n) {
-  unsigned c = p[0];
-  if (c < 0x80) {
-    return 1;
-  }
-  if (c >= 0xC2 && c <= 0xDF) {
-    return (n >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
-  }
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
-      return 0;
-    }
-    // E0 A0..BF (no overlong form), ED 80..9F (no surrogates).
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) {
-      return 0;
-    }
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
-      return 0;
-    }
-    // F0 90..BF (no overlong form), F4 80..8F (nothing above U+10FFFF).
-    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) {
-      return 0;
-    }
-    return 4;
-  }
-  return 0;
-}
-
 int tp_jsonw_string(TpBuf *out, const char *str, size_t n, size_t *bad) {
   static const char hexd[] = "0123456789abcdef";
   const unsigned char *s = (const unsigned char *)str;
@@ -67,7 +35,7 @@ int tp_jsonw_string(TpBuf *out, const char *str, size_t n, size_t *bad) {
       continue;
     }
     if (c >= 0x80) {
-      size_t k = tp_jsonw_utf8_len(s + i, n - i);
+      size_t k = tp_utf8_len(s + i, n - i);
       if (k == 0) {
         if (bad) {
           *bad = i;

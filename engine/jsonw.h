@@ -15,10 +15,6 @@
 /// `cap` must be at least TP_JSONW_NUM_MAX.
 size_t tp_jsonw_float(char *buf, size_t cap, double x);
 
-/// Length of the well-formed UTF-8 sequence at p[0..n) (RFC 3629 §4: no overlongs, no
-/// surrogates, nothing above U+10FFFF), or 0. `n` must be at least 1.
-size_t tp_jsonw_utf8_len(const unsigned char *p, size_t n);
-
 /// Appends `s` as a JSON string (quotes included) to `out`: '"', '\\' and U+0000..U+001F escaped
 /// (RFC 8259 §7), everything else as is. @return 0, TP_ENOMEM, or TP_EINVAL when `s` is not UTF-8
 /// (then `*bad` is the offset of the first byte that is not, and `out` holds a partial string).

@@ -21,9 +21,9 @@
 
 // Registry field holding the null sentinel, and the names of its metatable and of the metatable
 // that marks a table as an array. tp._yaml uses the same names, so both share one sentinel.
+#define OWNED_MT   "tp.json.owned"
 #define TREE_MT    "tp.json.tree"
 #define ENCODER_MT "tp.json.encoder"
-#define FILE_MT    "tp.json.file"
 
 // cJSON recurses once per level and refuses more than CJSON_NESTING_LIMIT levels (cJSON.h; checked
 // in cJSON.c parse_array and parse_object; 1000 in 1.7.15): our own limit must stay within it.
@@ -278,7 +278,7 @@ static bool scan_string(JsonDec *d, size_t *pos) {
       i = plain_run(s, n, i + 1);
       continue;
     }
-    size_t k = tpl_utf8_len(s + i, n - i);
+    size_t k = tp_utf8_len(s + i, n - i);
     if (k == 0) {
       return dec_fail(d, TP_EPARSE, i, "invalid UTF-8 (byte 0x%02X)", c);
     }
@@ -315,7 +315,7 @@ static bool dec_prescan(JsonDec *d) {
       }
       return dec_fail(d, TP_EPARSE, i, "unexpected control character U+%04X", c);
     } else if (c >= 0x80) {
-      size_t k = tpl_utf8_len(s + i, n - i);
+      size_t k = tp_utf8_len(s + i, n - i);
       if (k == 0) {
         return dec_fail(d, TP_EPARSE, i, "invalid UTF-8 (byte 0x%02X)", c);
       }
@@ -1420,85 +1420,47 @@ static int json_encode(lua_State *L) {
 // ---------------------------------------------------------------------------------------------
 // Files.
 
-typedef struct OpenFile {
-  int fd;
-} OpenFile;
+// A heap buffer owned by a userdata, so that a Lua error (out of memory) cannot leak it.
+typedef struct Owned {
+  char *p;
+} Owned;
 
-static int file_gc(lua_State *L) {
-  OpenFile *f = luaL_checkudata(L, 1, FILE_MT);
-  if (f->fd >= 0) {
-    int fd = f->fd;
-    f->fd = -1;
-    close(fd);
-  }
+static int owned_gc(lua_State *L) {
+  Owned *o = luaL_checkudata(L, 1, OWNED_MT);
+  free(o->p);
+  o->p = NULL;
   return 0;
 }
 
+static Owned *new_owned(lua_State *L) {
+  Owned *o = lua_newuserdatauv(L, sizeof *o, 0);
+  o->p = NULL;
+  luaL_setmetatable(L, OWNED_MT);
+  return o;
+}
+
 // json.read_file(path, max_size) -> contents [, mtime] | nil, err, code
-// Reads a whole regular file or stream; more than max_size bytes is an ELIMIT failure. A regular
-// file also gives its mtime, as fs.stat does.
+// Reads a whole regular file or stream (engine/fs.h tp_fs_read_file); more than max_size bytes is
+// an ELIMIT failure. A regular file also gives its mtime, as fs.stat does.
 static int json_read_file(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lua_Integer max = luaL_optinteger(L, 2, LUA_MAXINTEGER);
   luaL_argcheck(L, max >= 0, 2, "max_size must be >= 0");
-  OpenFile *f = lua_newuserdatauv(L, sizeof *f, 0);  // closed until open succeeds
-  f->fd = -1;
-  luaL_setmetatable(L, FILE_MT);  // [path, max, file]
-  f->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (f->fd < 0) {
-    return tpl_pusherrno(L, path);
+  lua_settop(L, 2);
+  Owned *box = new_owned(L);  // [path, max, box]: frees the buffer if pushing the copy raises
+  size_t len;
+  TpFsStat st;
+  TpError err;
+  if (tp_fs_read_file(path, (size_t)max, &box->p, &len, &st, &err) != 0) {
+    return tpl_pusherror(L, &err);
   }
-  struct stat st;
-  if (fstat(f->fd, &st) != 0) {
-    return tpl_pusherrno(L, path);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    errno = EISDIR;
-    return tpl_pusherrno(L, path);
-  }
-  if (S_ISREG(st.st_mode) && (lua_Integer)st.st_size > max) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "file is %lld bytes, above max_size (%lld bytes)",
-             (long long)st.st_size, (long long)max);
-    return tpl_pushfail(L, "ELIMIT", "%s: %s", path, msg);
-  }
-  // A regular file is read into one buffer of its size (+1 to see the end without growing it);
-  // a stream grows the buffer as it goes.
-  luaL_Buffer b;
-  size_t total = 0;
-  luaL_buffinitsize(L, &b, S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : LUAL_BUFFERSIZE);
-  for (;;) {
-    size_t room = b.size - b.n;
-    char *p = luaL_prepbuffsize(&b, room > 0 ? room : LUAL_BUFFERSIZE);
-    room = b.size - b.n;
-    ssize_t r = read(f->fd, p, room);
-    if (r < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return tpl_pusherrno(L, path);
-    }
-    if (r == 0) {
-      break;
-    }
-    luaL_addsize(&b, (size_t)r);
-    total += (size_t)r;
-    if ((lua_Integer)total > max) {
-      char msg[96];
-      snprintf(msg, sizeof msg, "more than max_size (%lld bytes)", (long long)max);
-      return tpl_pushfail(L, "ELIMIT", "%s: %s", path, msg);
-    }
-  }
-  luaL_pushresult(&b);  // [path, max, file, contents]
-  int fd = f->fd;
-  f->fd = -1;
-  close(fd);
-  if (!S_ISREG(st.st_mode)) {
+  lua_pushlstring(L, box->p, len);
+  free(box->p);
+  box->p = NULL;
+  if (st.type != TP_FS_FILE) {
     return 1;
   }
-  TpFsStat fst;
-  tp_fs_from_stat(&st, &fst);
-  lua_pushnumber(L, fst.mtime);  // as fs.stat gives it, from the descriptor that was read
+  lua_pushnumber(L, st.mtime);  // as fs.stat gives it, from the descriptor that was read
   return 2;
 }
 
@@ -1527,14 +1489,14 @@ static const luaL_Reg json_funcs[] = {
 static const luaL_Reg tree_meta[] = {{"__gc", tree_gc}, {"__close", tree_gc}, {NULL, NULL}};
 static const luaL_Reg encoder_meta[] = {
     {"__gc", encoder_gc}, {"__close", encoder_gc}, {NULL, NULL}};
-static const luaL_Reg file_meta[] = {{"__gc", file_gc}, {"__close", file_gc}, {NULL, NULL}};
 
 int luaopen_tp__json(lua_State *L);
 
 int luaopen_tp__json(lua_State *L) {
   tpl_newclass(L, TREE_MT, NULL, tree_meta);
   tpl_newclass(L, ENCODER_MT, NULL, encoder_meta);
-  tpl_newclass(L, FILE_MT, NULL, file_meta);
+  static const luaL_Reg owned_meta[] = {{"__gc", owned_gc}, {NULL, NULL}};
+  tpl_newclass(L, OWNED_MT, NULL, owned_meta);
   luaL_newmetatable(L, SKIPPED_MT);  // sets __name
   lua_pop(L, 1);
   luaL_newlib(L, json_funcs);

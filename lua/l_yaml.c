@@ -39,7 +39,7 @@ static const char null_node = 0;
 static bool utf8_valid(const char *s, size_t n, size_t *bad) {
   const unsigned char *p = (const unsigned char *)s;
   for (size_t i = 0; i < n;) {
-    size_t k = tpl_utf8_len(p + i, n - i);
+    size_t k = tp_utf8_len(p + i, n - i);
     if (k == 0) {
       *bad = i;
       return false;

@@ -146,37 +146,6 @@ void tpl_push_array_mt(lua_State *L) {
   luaL_newmetatable(L, ARRAY_MT);
 }
 
-// Length of the well-formed UTF-8 sequence at p (RFC 3629 §4 table: no overlongs, no
-// surrogates, nothing above U+10FFFF), or 0.
-size_t tpl_utf8_len(const unsigned char *p, size_t n) {
-  unsigned c = p[0];
-  if (c < 0x80) {
-    return 1;
-  }
-  if (c >= 0xC2 && c <= 0xDF) {
-    return (n >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
-  }
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
-      return 0;
-    }
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) {
-      return 0;
-    }
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
-      return 0;
-    }
-    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) {
-      return 0;
-    }
-    return 4;
-  }
-  return 0;
-}
-
 void tpl_line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col) {
   size_t ln = 1, bol = 0;
   if (off > n) {
@@ -205,7 +174,7 @@ void tpl_snippet(char *out, size_t cap, const char *s, size_t n, size_t max) {
   size_t o = 0, i = 0;
   while (i < n && i < max && o + 5 < cap) {
     unsigned c = p[i];
-    size_t k = c >= 0x80 ? tpl_utf8_len(p + i, n - i) : 1;
+    size_t k = c >= 0x80 ? tp_utf8_len(p + i, n - i) : 1;
     if (c >= 0x80 && k > 0 && o + k + 1 < cap) {
       memcpy(out + o, p + i, k);
       o += k;

@@ -38,9 +38,6 @@ void tpl_newclass(lua_State *L, const char *tname, const luaL_Reg *methods, cons
 void tpl_push_null(lua_State *L);
 /// Pushes the metatable that marks a table as a JSON/YAML array.
 void tpl_push_array_mt(lua_State *L);
-/// Length of the well-formed UTF-8 sequence at p (RFC 3629 §4: no overlongs, no surrogates,
-/// nothing above U+10FFFF), or 0.
-size_t tpl_utf8_len(const unsigned char *p, size_t n);
 /// 1-based line and column (counted in characters, as libyaml's marks count them) of byte
 /// offset `off` in s.
 void tpl_line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col);

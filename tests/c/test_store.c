@@ -217,6 +217,27 @@ static void test_fs(void) {
   free(real);
   CHECK(tp_fs_realpath("/nonexistent/q", &err) == NULL);
   CHECK_INT(err.code, -ENOENT);
+
+  // Whole-file reads: a regular file in one read, NUL-terminated, with its stat.
+  char *data = NULL;
+  size_t len = 0;
+  CHECK_INT(tp_fs_read_file(file, 1024, &data, &len, &st, &err), 0);
+  CHECK_INT(len, 7);
+  CHECK(data != NULL && data[7] == '\0');
+  CHECK_INT(st.type, TP_FS_FILE);
+  free(data);
+  CHECK_INT(tp_fs_read_file(file, 6, &data, &len, NULL, &err), TP_ELIMIT);
+  CHECK(strstr(err.msg, "a.json: file is 7 bytes, above max_size (6 bytes)") != NULL);
+  CHECK(data == NULL);
+  CHECK_INT(tp_fs_read_file(tmpdir, 1024, &data, &len, NULL, &err), -EISDIR);
+  CHECK_INT(tp_fs_read_file("/nonexistent/zz", 1024, &data, &len, NULL, &err), -ENOENT);
+  CHECK(strstr(err.msg, "/nonexistent/zz: No such file") != NULL);
+  // procfs reports size 0 for its files: the buffer grows as the bytes come.
+  CHECK_INT(tp_fs_read_file("/proc/self/status", 1 << 20, &data, &len, NULL, &err), 0);
+  CHECK(len > 100 && strstr(data, "Name:") == data);
+  free(data);
+  CHECK_INT(tp_fs_read_file("/proc/self/status", 10, &data, &len, NULL, &err), TP_ELIMIT);
+  CHECK(strstr(err.msg, "status: more than max_size (10 bytes)") != NULL);
 }
 
 int main(void) {
