@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -468,6 +469,18 @@ static void guard_unregister(TpProc *p) {
 
 // ---------------------------------------------------------------------------------------------
 // Process groups
+
+int tp_proc_cpu_count(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) {
+      return n;
+    }
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 && n < 1 << 20 ? (int)n : 1;
+}
 
 int tp_proc_group_members(pid_t pgid, pid_t *pids, size_t cap, size_t *count, TpError *err) {
   *count = 0;

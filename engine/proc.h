@@ -233,6 +233,10 @@ int tp_proc_signal_number(const char *name);
 /// @return 0, TP_ETIMEOUT ("N of M processes still alive after T ms") or -errno (err filled).
 int tp_proc_wait_gone(const pid_t *pids, size_t n, int64_t timeout_ms, TpError *err);
 
+/// The CPUs this process may run on (sched_getaffinity(2); sysconf(_SC_NPROCESSORS_ONLN) when
+/// that fails), at least 1.
+int tp_proc_cpu_count(void);
+
 /// Lists the live (not zombie) processes whose process group is `pgid`, by reading
 /// /proc/<pid>/stat. Fills up to `cap` pids; `*count` receives the total found.
 /// @return 0 or -errno (err filled).

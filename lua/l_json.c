@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "fs.h"
+#include "jsonscan.h"
 #include "jsonw.h"
 #include "lutil.h"
 #include "store.h"
@@ -22,6 +23,8 @@
 // Registry field holding the null sentinel, and the names of its metatable and of the metatable
 // that marks a table as an array. tp._yaml uses the same names, so both share one sentinel.
 #define OWNED_MT   "tp.json.owned"
+#define FILES_MT   "tp.json.Files"
+#define FILE_MT    "tp.json.File"
 #define TREE_MT    "tp.json.tree"
 #define ENCODER_MT "tp.json.encoder"
 
@@ -44,115 +47,19 @@ static bool is_ws(unsigned c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-// Word-at-a-time scans (eight bytes per step) for the two runs that make up most of a pretty
-// record: the plain bytes of a string and the indentation. The byte tests are the classic
-// "has a zero byte" / "has a byte less than n" expressions (Sean Eron Anderson, Bit Twiddling
-// Hacks, "Determine if a word has a byte less than n"): the lowest flagged byte is always a true
-// one, so on a little-endian machine the count of trailing zero bits, / 8, is the offset of the
-// first byte that ends the run. Elsewhere the scans go byte by byte.
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define SWAR_SCAN 1
-#define ONES      0x0101010101010101u
-#define HIGHS     0x8080808080808080u
-
-static inline uint64_t load8(const unsigned char *p) {
-  uint64_t w;
-  memcpy(&w, p, 8);
-  return w;
-}
-
-// High bit set in each byte of w that is zero (and possibly in bytes after one).
-static inline uint64_t zero_bytes(uint64_t w) {
-  return (w - ONES) & ~w & HIGHS;
-}
-#endif
-
-// Offset of the first byte at or after s[i] that is not plain string content: '"', '\\', a
-// control character (< 0x20) or a byte >= 0x80 (UTF-8, checked by the caller).
-static inline size_t plain_run(const unsigned char *s, size_t n, size_t i) {
-#ifdef SWAR_SCAN
-  while (i + 8 <= n) {
-    uint64_t w = load8(s + i);
-    uint64_t stop = (w & HIGHS) | ((w - 0x20 * ONES) & ~w & HIGHS) | zero_bytes(w ^ (0x22 * ONES)) |
-                    zero_bytes(w ^ (0x5C * ONES));
-    if (stop) {
-      return i + ((size_t)__builtin_ctzll(stop) >> 3);
-    }
-    i += 8;
-  }
-#endif
-  while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') {
-    i++;
-  }
-  return i;
-}
-
-// Offset of the first byte at or after s[i] that is not an ASCII digit.
-static inline size_t digit_run(const unsigned char *s, size_t n, size_t i) {
-#ifdef SWAR_SCAN
-  while (i + 8 <= n) {
-    uint64_t w = load8(s + i);
-    // A byte is a digit when its high nibble is 3 and adding 6 keeps it there ('0'..'9').
-    uint64_t bad = ((w & (0xF0 * ONES)) ^ (0x30 * ONES)) |
-                   (((w + 0x06 * ONES) & (0xF0 * ONES)) ^ (0x30 * ONES));
-    if (bad) {
-      return i + ((size_t)__builtin_ctzll(bad) >> 3);
-    }
-    i += 8;
-  }
-#endif
-  while (i < n && is_digit(s[i])) {
-    i++;
-  }
-  return i;
-}
-
-// Offset of the first byte at or after s[i] that is not JSON whitespace (RFC 8259 §2).
-static inline size_t ws_run(const unsigned char *s, size_t n, size_t i) {
-  while (i < n) {
-    unsigned c = s[i];
-    if (c > ' ') {
-      break;  // the usual end of a run: one comparison
-    }
-    if (c == ' ') {
-#ifdef SWAR_SCAN
-      if (i + 8 <= n) {  // a run of spaces (indentation) in one step
-        uint64_t other = load8(s + i) ^ (0x20 * ONES);
-        i += other ? (size_t)__builtin_ctzll(other) >> 3 : 8;
-        continue;
-      }
-#endif
-      i++;
-    } else if (c == '\n' || c == '\t' || c == '\r') {
-      i++;
-    } else {
-      break;
-    }
-  }
-  return i;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Decoding.
 
-typedef struct KeyEnt {
-  uint64_t hash;
-  size_t at, len;
-} KeyEnt;
-
 // What a decode holds while it runs (freed by __gc if a Lua error cuts it short): cJSON's tree,
-// and the key array of the skipping decoder (SkipKeys).
+// and the member scan of the skipping decoder.
 typedef struct JsonTree {
   cJSON *root;
-  KeyEnt *ents;
-  size_t cap;
+  TpJsonScan scan;
 } JsonTree;
 
 static int tree_gc(lua_State *L) {
   JsonTree *t = luaL_checkudata(L, 1, TREE_MT);
-  free(t->ents);
-  t->ents = NULL;
-  t->cap = 0;
+  tp_jsonscan_free(&t->scan);
   if (t->root) {
     cJSON *r = t->root;
     t->root = NULL;
@@ -191,99 +98,14 @@ static bool dec_fail(JsonDec *d, int code, size_t off_in_s, const char *fmt, ...
   return false;
 }
 
-static bool hex4(const unsigned char *s, size_t n, size_t i, unsigned *out) {
-  if (i + 4 > n) {
-    return false;
-  }
-  unsigned v = 0;
-  for (size_t k = i; k < i + 4; k++) {
-    unsigned c = s[k], h;
-    if (c >= '0' && c <= '9') {
-      h = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      h = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      h = c - 'A' + 10;
-    } else {
-      return false;
-    }
-    v = v * 16 + h;
-  }
-  *out = v;
-  return true;
-}
-
-// Checks one string literal starting at the quote s[*pos]; advances *pos past it.
-// RFC 8259 §7: unescaped code points below U+0020 are invalid; escapes are \" \\ \/ \b \f \n
-// \r \t \uXXXX; a UTF-16 surrogate must be paired. cJSON.c parse_string copies control bytes as
-// they are, and a bad hex digit (parse_hex4 returns 0) or \u0000 becomes a NUL byte
-// (utf16_literal_to_utf8) that silently cuts the C string it returns: all of it is checked here.
+// Checks one string literal starting at the quote s[*pos] (engine/jsonscan.h) and advances *pos
+// past it; on failure says why at the offending byte.
 static bool scan_string(JsonDec *d, size_t *pos) {
-  const unsigned char *s = d->s;
-  size_t n = d->n, start = *pos, i = start + 1;
-  for (;;) {
-    if (i >= n) {
-      return dec_fail(d, TP_EPARSE, start, "unterminated string");
-    }
-    unsigned c = s[i];
-    if (c == '"') {
-      *pos = i + 1;
-      return true;
-    }
-    if (c == '\\') {
-      if (i + 1 >= n) {
-        return dec_fail(d, TP_EPARSE, start, "unterminated string");
-      }
-      unsigned e = s[i + 1];
-      if (e == 'u') {
-        unsigned cp, lo;
-        if (!hex4(s, n, i + 2, &cp)) {
-          return dec_fail(d, TP_EPARSE, i, "invalid \\u escape (four hex digits expected)");
-        }
-        if (cp == 0) {
-          return dec_fail(d, TP_EPARSE, i, "\\u0000 (NUL) in a string is not supported");
-        }
-        if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          return dec_fail(d, TP_EPARSE, i, "unpaired UTF-16 surrogate \\u%04X", cp);
-        }
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-          if (i + 7 >= n || s[i + 6] != '\\' || s[i + 7] != 'u' || !hex4(s, n, i + 8, &lo) ||
-              lo < 0xDC00 || lo > 0xDFFF) {
-            return dec_fail(d, TP_EPARSE, i, "unpaired UTF-16 surrogate \\u%04X", cp);
-          }
-          i += 12;
-        } else {
-          i += 6;
-        }
-        continue;
-      }
-      if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
-          e == 't') {
-        i += 2;
-        continue;
-      }
-      if (e >= 0x21 && e < 0x7F) {
-        return dec_fail(d, TP_EPARSE, i, "invalid escape '\\%c'", (int)e);
-      }
-      return dec_fail(d, TP_EPARSE, i, "invalid escape (byte 0x%02X after '\\')", e);
-    }
-    if (c < 0x20) {
-      if (c == 0) {
-        return dec_fail(d, TP_EPARSE, i, "NUL byte in a string");
-      }
-      return dec_fail(d, TP_EPARSE, i, "unescaped control character U+%04X in a string", c);
-    }
-    if (c < 0x80) {
-      // The common case: a run of printable ASCII other than '"' and '\\'.
-      i = plain_run(s, n, i + 1);
-      continue;
-    }
-    size_t k = tp_utf8_len(s + i, n - i);
-    if (k == 0) {
-      return dec_fail(d, TP_EPARSE, i, "invalid UTF-8 (byte 0x%02X)", c);
-    }
-    i += k;
+  TpJsonScanError e;
+  if (!tp_jsonscan_string(d->s, d->n, pos, &e)) {
+    return dec_fail(d, e.code, e.off, "%s", e.why);
   }
+  return true;
 }
 
 // Lexical pass over the whole input before cJSON sees it: strings (above), NUL and control
@@ -579,452 +401,99 @@ static bool dec_value(JsonDec *d, const cJSON *it) {
 // becomes a small "skipped value" table (SKIPPED_MT) saying where its text is and what it holds,
 // so that it can be decoded later from text:sub(first, last).
 //
-// The skipped text is still checked in full, by one pass of the grammar below (RFC 8259 §2-§7:
-// structure, number syntax, literals, and strings through scan_string), so a file decoded with
-// skip is accepted exactly when it is accepted without, duplicate keys included. Any failure on
-// this path (bad input, a key written with escapes, a duplicate key) falls back to the ordinary
-// decode, which then reports the problem with its usual message.
+// The whole text is still checked, by one pass of engine/jsonscan.h's grammar (RFC 8259 §2-§7:
+// structure, number syntax, literals, strings), so a file decoded with skip is accepted exactly
+// when it is accepted without, duplicate keys included. Any failure on this path (bad input, a key
+// written with escapes, a duplicate key) falls back to the ordinary decode, which then reports the
+// problem with its usual message. The scan can come from a file reader's worker thread
+// (json.read_files), so that only the conversion is left to the caller.
 
 #define SKIPPED_MT "tp.json.skipped"
-
-enum { SK_NULL, SK_BOOLEAN, SK_NUMBER, SK_STRING, SK_ARRAY, SK_OBJECT, SK_KINDS };
-
-static const char *const sk_names[SK_KINDS] = {"null",   "boolean", "number",
-                                               "string", "array",   "object"};
-
-typedef struct SkipInfo {
-  int kind;                // kind of the value itself
-  size_t count;            // elements (array) or members (object)
-  size_t kinds[SK_KINDS];  // their kinds
-} SkipInfo;
-
-static size_t skip_ws(const unsigned char *s, size_t n, size_t i) {
-  return ws_run(s, n, i);
-}
-
-// Checks the number starting at s[i] (RFC 8259 §6) and returns the offset after it, or 0.
-static size_t skip_number(const unsigned char *s, size_t n, size_t i) {
-  if (i < n && s[i] == '-') {
-    i++;
-  }
-  if (i >= n || !is_digit(s[i])) {
-    return 0;
-  }
-  i = s[i] == '0' ? i + 1 : digit_run(s, n, i);
-  if (i < n && s[i] == '.') {
-    i++;
-    if (i >= n || !is_digit(s[i])) {
-      return 0;
-    }
-    i = digit_run(s, n, i);
-  }
-  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-    i++;
-    if (i < n && (s[i] == '+' || s[i] == '-')) {
-      i++;
-    }
-    if (i >= n || !is_digit(s[i])) {
-      return 0;
-    }
-    i = digit_run(s, n, i);
-  }
-  return i;
-}
-
-// scan_string with a shortcut for the common string: printable ASCII without escapes.
-static inline bool skip_string(JsonDec *d, size_t *pos) {
-  const unsigned char *s = d->s;
-  size_t n = d->n, j = plain_run(s, n, *pos + 1);
-  if (j < n && s[j] == '"') {
-    *pos = j + 1;
-    return true;
-  }
-  return scan_string(d, pos);
-}
-
-// Keys of the objects open in skip_value, to find duplicates as the ordinary decode does (KeyEnt:
-// each key's raw text, between its quotes, and a hash of it); start[k] is where the keys of the
-// object open at depth k begin. The array lives in the decode's JsonTree, reused from member to
-// member and freed with it.
-typedef struct SkipKeys {
-  KeyEnt *ents;
-  size_t n, cap;
-  size_t start[CJSON_NESTING_LIMIT + 1];
-} SkipKeys;
-
-static bool same_key(const unsigned char *s, const KeyEnt *x, const KeyEnt *y) {
-  return x->hash == y->hash && x->len == y->len && memcmp(s + x->at, s + y->at, x->len) == 0;
-}
-
-// True when the k keys at e are all different: compared in pairs when there are few, else through
-// an open-addressing table of their indices.
-static bool keys_unique(const unsigned char *s, const KeyEnt *e, size_t k) {
-  if (k <= 8) {
-    for (size_t a = 1; a < k; a++) {
-      for (size_t b = 0; b < a; b++) {
-        if (same_key(s, &e[a], &e[b])) {
-          return false;
-        }
-      }
-    }
-    return true;
-  }
-  uint32_t local[256];
-  size_t cap = 32;
-  while (cap < 2 * k) {
-    cap *= 2;
-  }
-  uint32_t *slot = cap <= 256 ? local : malloc(cap * sizeof *slot);
-  if (!slot) {
-    return false;
-  }
-  memset(slot, 0xFF, cap * sizeof *slot);  // UINT32_MAX: empty (k < 2^32: the input is < 1 GiB)
-  // Keys made to collide could make this quadratic: past a linear number of probes it gives up,
-  // and the ordinary decode (Lua's seeded string hashing) decides.
-  bool ok = true;
-  size_t probes = 0, budget = 8 * k + 64;
-  for (size_t a = 0; a < k && ok; a++) {
-    size_t h = (size_t)e[a].hash & (cap - 1);
-    while (slot[h] != UINT32_MAX) {
-      if (same_key(s, &e[slot[h]], &e[a]) || ++probes > budget) {
-        ok = false;
-        break;
-      }
-      h = (h + 1) & (cap - 1);
-    }
-    slot[h] = (uint32_t)a;
-  }
-  if (slot != local) {
-    free(slot);
-  }
-  return ok;
-}
-
-// A hash of the key text p[0, len), eight bytes at a time.
-static uint64_t key_hash(const unsigned char *p, size_t len) {
-  uint64_t h = (uint64_t)len * 0x9E3779B97F4A7C15u, w;
-  size_t k = 0;
-  for (; k + 8 <= len; k += 8) {
-    memcpy(&w, p + k, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDu;
-    h ^= h >> 29;
-  }
-  if (k < len && len >= 8) {  // the last 1..7 bytes: the eight that end the key (overlapping)
-    memcpy(&w, p + len - 8, 8);
-  } else {
-    for (w = 0; k < len; k++) {  // a key shorter than 8 bytes, one by one
-      w = w << 8 | p[k];
-    }
-  }
-  h = (h ^ w) * 0xC4CEB9FE1A85EC53u;
-  return h ^ (h >> 32);
-}
-
-// Records the key whose quoted text is s[at, end) (without escapes); false when out of memory.
-static bool add_key(SkipKeys *keys, const unsigned char *s, size_t at, size_t end) {
-  size_t len = end - at - 2;
-  if (keys->n == keys->cap) {
-    size_t cap = keys->cap ? keys->cap * 2 : 64;
-    KeyEnt *e = realloc(keys->ents, cap * sizeof *e);
-    if (!e) {
-      return false;
-    }
-    keys->ents = e;
-    keys->cap = cap;
-  }
-  keys->ents[keys->n++] = (KeyEnt){key_hash(s + at + 1, len), at + 1, len};
-  return true;
-}
-
-static bool skip_value_in(JsonDec *d, size_t *pos, SkipInfo *info, SkipKeys *keys);
-
-// Checks one JSON value starting at s[*pos] (no leading whitespace) and moves *pos past it;
-// fills *info (when not NULL) with its kind and the kinds of its direct children.
-static bool skip_value(JsonDec *d, size_t *pos, SkipInfo *info, JsonTree *tree) {
-  SkipKeys keys;
-  keys.ents = tree->ents;
-  keys.cap = tree->cap;
-  keys.n = 0;
-  bool ok = skip_value_in(d, pos, info, &keys);
-  tree->ents = keys.ents;  // add_key may have grown it
-  tree->cap = keys.cap;
-  return ok;
-}
-
-// skip_value's loop. Iterative: the open containers are kept in `open` (at most d->max_depth).
-static bool skip_value_in(JsonDec *d, size_t *pos, SkipInfo *info, SkipKeys *keys) {
-  const unsigned char *s = d->s;
-  size_t n = d->n, i = *pos;
-  char open[CJSON_NESTING_LIMIT + 1];
-  int depth = 0;
-  if (info) {
-    memset(info, 0, sizeof *info);
-  }
-  for (;;) {
-    // A value at s[i].
-    if (i >= n) {
-      return false;
-    }
-    unsigned c = s[i];
-    int kind;
-    if (c == '{' || c == '[') {
-      kind = c == '{' ? SK_OBJECT : SK_ARRAY;
-    } else if (c == '"') {
-      kind = SK_STRING;
-    } else if (c == 't' || c == 'f') {
-      kind = SK_BOOLEAN;
-    } else if (c == 'n') {
-      kind = SK_NULL;
-    } else {
-      kind = SK_NUMBER;
-    }
-    if (info) {
-      if (depth == 0) {
-        info->kind = kind;
-      } else if (depth == 1) {
-        info->count++;
-        info->kinds[kind]++;
-      }
-    }
-    bool closed = true;  // false: a container was opened, its first child comes next
-    switch (kind) {
-      case SK_OBJECT:
-      case SK_ARRAY:
-        if (depth + 2 > d->max_depth) {  // the top-level object is level 1, this member 2
-          return false;
-        }
-        keys->start[depth] = keys->n;
-        open[depth++] = (char)c;
-        i = skip_ws(s, n, i + 1);
-        if (i < n && s[i] == (kind == SK_OBJECT ? '}' : ']')) {
-          i++;
-          depth--;
-        } else {
-          closed = false;
-        }
-        break;
-      case SK_STRING:
-        if (!skip_string(d, &i)) {
-          return false;
-        }
-        break;
-      case SK_BOOLEAN:
-      case SK_NULL: {
-        // The three literals (RFC 8259 §3), compared four bytes at once ("fals" then 'e').
-        const char *lit = c == 't' ? "true" : c == 'f' ? "fals" : "null";
-        size_t k = c == 'f' ? 5 : 4;
-        uint32_t want, got;
-        memcpy(&want, lit, 4);
-        if (n - i < k) {
-          return false;
-        }
-        memcpy(&got, s + i, 4);
-        if (got != want || (k == 5 && s[i + 4] != 'e')) {
-          return false;
-        }
-        i += k;
-        break;
-      }
-      default:
-        i = skip_number(s, n, i);
-        if (i == 0) {
-          return false;
-        }
-        break;
-    }
-    if (!closed && open[depth - 1] == '[') {
-      continue;  // the array's first element
-    }
-    // After a value (or inside a new object, before its first key): close what ends here.
-    for (;;) {
-      if (!closed) {
-        break;  // a new object: its first key follows
-      }
-      if (depth == 0) {
-        *pos = i;
-        return true;
-      }
-      i = skip_ws(s, n, i);
-      if (i >= n) {
-        return false;
-      }
-      char top = open[depth - 1];
-      if (s[i] == (top == '{' ? '}' : ']')) {
-        i++;
-        depth--;
-        if (top == '{') {
-          size_t first = keys->start[depth];
-          if (!keys_unique(s, keys->ents + first, keys->n - first)) {
-            return false;  // a duplicate key
-          }
-          keys->n = first;
-        }
-        continue;
-      }
-      if (s[i] != ',') {
-        return false;
-      }
-      i = skip_ws(s, n, i + 1);
-      closed = top != '{';
-      break;
-    }
-    if (!closed) {
-      // A key and its colon. A key with escapes (two spellings of one key would compare
-      // unequal here) or anything wrong in it is left to the ordinary decode.
-      size_t key_at = i++;
-      if (key_at >= n || s[key_at] != '"') {
-        return false;
-      }
-      i = plain_run(s, n, i);
-      if (i >= n || s[i] != '"' || !add_key(keys, s, key_at, ++i)) {
-        return false;
-      }
-      i = skip_ws(s, n, i);
-      if (i >= n || s[i] != ':') {
-        return false;
-      }
-      i++;
-    }
-    i = skip_ws(s, n, i);
-  }
-}
 
 // Pushes the table that stands for a skipped array or object: kind, count (of its children),
 // kinds (how many children of each kind), first and last (1-based byte positions of its text in
 // the input, for string.sub).
-static void push_skipped(JsonDec *d, const SkipInfo *info, size_t at, size_t end) {
+static void push_skipped(JsonDec *d, const TpJsonMember *m) {
   lua_State *L = d->L;
   size_t base = (size_t)(d->s - d->doc);
+  const TpJsonInfo *info = &m->info;
   lua_createtable(L, 0, 5);
-  lua_pushstring(L, sk_names[info->kind]);
+  lua_pushstring(L, tp_json_kind_names[info->kind]);
   lua_setfield(L, -2, "kind");
-  lua_pushinteger(L, (lua_Integer)(base + at + 1));
+  lua_pushinteger(L, (lua_Integer)(base + m->at + 1));
   lua_setfield(L, -2, "first");
-  lua_pushinteger(L, (lua_Integer)(base + end));
+  lua_pushinteger(L, (lua_Integer)(base + m->end));
   lua_setfield(L, -2, "last");
-  if (info->kind == SK_ARRAY || info->kind == SK_OBJECT) {
-    lua_pushinteger(L, (lua_Integer)info->count);
-    lua_setfield(L, -2, "count");
-    lua_createtable(L, 0, 2);
-    for (int k = 0; k < SK_KINDS; k++) {
-      if (info->kinds[k]) {
-        lua_pushinteger(L, (lua_Integer)info->kinds[k]);
-        lua_setfield(L, -2, sk_names[k]);
-      }
+  lua_pushinteger(L, (lua_Integer)info->count);
+  lua_setfield(L, -2, "count");
+  lua_createtable(L, 0, 2);
+  for (int k = 0; k < TP_JSON_KINDS; k++) {
+    if (info->kinds[k]) {
+      lua_pushinteger(L, (lua_Integer)info->kinds[k]);
+      lua_setfield(L, -2, tp_json_kind_names[k]);
     }
-    lua_setfield(L, -2, "kinds");
   }
+  lua_setfield(L, -2, "kinds");
   luaL_setmetatable(L, SKIPPED_MT);
 }
 
-// Decodes the top-level object at s[0..n) (after whitespace), skipping the members named in the
-// set at stack index `skip`; the tree userdata at `tree` holds each member's cJSON tree while it
-// is converted. Pushes the object and returns true, or returns false (the caller then falls back
-// to the ordinary decode) with the stack as it found it plus whatever it pushed.
-static bool dec_skipping(JsonDec *d, int skip, JsonTree *tree) {
+// Builds the top-level object of d->s from its member scan `sc` (tp_jsonscan_object over d->s,
+// d->n), leaving the members named in the set at stack index `skip` undecoded when they are arrays
+// or objects; the tree userdata `tree` holds each member's cJSON tree while it is converted.
+// Pushes the object and returns true, or returns false (the caller then falls back to the
+// ordinary decode) with the stack as it found it plus whatever it pushed.
+static bool dec_members(JsonDec *d, int skip, JsonTree *tree, const TpJsonScan *sc) {
   lua_State *L = d->L;
   const unsigned char *s = d->s;
-  size_t n = d->n;
-  size_t i = skip_ws(s, n, 0);
-  if (i >= n || s[i] != '{') {
-    return false;
-  }
-  lua_createtable(L, 0, 32);  // [obj]
-  i = skip_ws(s, n, i + 1);
-  if (i < n && s[i] == '}') {
-    i++;
-  } else {
-    for (;;) {
-      size_t key_at = i;
-      if (i >= n || s[i] != '"' || !scan_string(d, &i)) {
-        return false;
-      }
-      const char *key = (const char *)s + key_at + 1;
-      size_t key_len = i - key_at - 2;
-      if (memchr(key, '\\', key_len)) {
-        return false;  // escaped keys: left to the ordinary decode
-      }
-      i = skip_ws(s, n, i);
-      if (i >= n || s[i] != ':') {
-        return false;
-      }
-      i = skip_ws(s, n, i + 1);
-      lua_pushlstring(L, key, key_len);  // [obj, key]
-      lua_pushvalue(L, -1);
-      if (lua_rawget(L, -3) != LUA_TNIL) {
-        return false;  // a duplicate key
-      }
-      lua_pop(L, 1);
-      lua_pushvalue(L, -1);
-      bool skipped = lua_rawget(L, skip) != LUA_TNIL;
-      lua_pop(L, 1);
-      size_t at = i;
-      SkipInfo info;
-      if (!skip_value(d, &i, &info, tree)) {
-        return false;
-      }
-      if (skipped && (info.kind == SK_ARRAY || info.kind == SK_OBJECT)) {
-        push_skipped(d, &info, at, i);
-      } else if (info.kind == SK_NULL) {
-        if (d->map_null) {
-          lua_pushvalue(L, d->map_null);
-        } else {
-          lua_pushlightuserdata(L, (void *)&null_member);  // removed below
-        }
-      } else {
-        const char *end = NULL;
-        tree->root = cJSON_ParseWithLengthOpts((const char *)s + at, i - at, &end, 0);
-        if (!tree->root || !end || (const unsigned char *)end != s + i) {
-          return false;  // cJSON read less than the grammar did (a number of 64+ characters)
-        }
-        d->cur = at;
-        bool ok = dec_value(d, tree->root);
-        cJSON *r = tree->root;
-        tree->root = NULL;
-        cJSON_Delete(r);
-        if (!ok) {
-          return false;
-        }
-      }
-      lua_rawset(L, -3);  // [obj]
-      i = skip_ws(s, n, i);
-      if (i < n && s[i] == ',') {
-        i = skip_ws(s, n, i + 1);
+  lua_createtable(L, 0, (int)(sc->n < 64 ? sc->n : 64));  // [obj]
+  for (size_t k = 0; k < sc->n; k++) {
+    const TpJsonMember *m = &sc->members[k];
+    lua_pushlstring(L, (const char *)s + m->key_at, m->key_len);  // [obj, key]
+    lua_pushvalue(L, -1);
+    bool skipped = lua_rawget(L, skip) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (skipped && (m->info.kind == TP_JSON_ARRAY || m->info.kind == TP_JSON_OBJECT)) {
+      push_skipped(d, m);
+    } else if (m->info.kind == TP_JSON_NULL) {
+      if (!d->map_null) {
+        lua_pop(L, 1);  // a null member is left out (keys are unique: nothing to hide it from)
         continue;
       }
-      if (i < n && s[i] == '}') {
-        i++;
-        break;
+      lua_pushvalue(L, d->map_null);
+    } else {
+      const char *end = NULL;
+      tree->root = cJSON_ParseWithLengthOpts((const char *)s + m->at, m->end - m->at, &end, 0);
+      if (!tree->root || !end || (const unsigned char *)end != s + m->end) {
+        return false;  // cJSON read less than the grammar did (a number of 64+ characters)
       }
-      return false;
+      d->cur = m->at;
+      bool ok = dec_value(d, tree->root);
+      cJSON *r = tree->root;
+      tree->root = NULL;
+      cJSON_Delete(r);
+      if (!ok) {
+        return false;
+      }
     }
-  }
-  if (skip_ws(s, n, i) != n) {
-    return false;
-  }
-  // Null members were stored as the private placeholder so that duplicates of them are seen;
-  // now they go.
-  lua_pushnil(L);
-  while (lua_next(L, -2) != 0) {
-    bool placeholder =
-        lua_type(L, -1) == LUA_TLIGHTUSERDATA && lua_touserdata(L, -1) == &null_member;
-    lua_pop(L, 1);
-    if (placeholder) {
-      lua_pushvalue(L, -1);
-      lua_pushnil(L);
-      lua_rawset(L, -4);  // clearing a field during lua_next is allowed (lua_next manual)
-    }
+    lua_rawset(L, -3);  // [obj]
   }
   return true;
 }
 
-// json.decode(text, opts) -> value | nil, err, code
-// opts: name (source in messages, default "<string>"), max_depth (1..1000, default 512),
-// null (value for null members; absent: members are left out; arrays get it too).
-static int json_decode(lua_State *L) {
-  size_t len;
-  const char *text = luaL_checklstring(L, 1, &len);
-  const char *name = tpl_optfield_string(L, 2, "name", "<string>");
+// A member scan made before the decode (by a file reader's worker): valid for the text it was
+// made of, with the depth limit it was made with. `scanned` false: the text is not an object the
+// scan accepts, so the ordinary decode runs at once.
+typedef struct PreScan {
+  const TpJsonScan *scan;
+  bool scanned;
+  int max_depth;
+} PreScan;
+
+// The decode behind json.decode and file:decode, on text[0..len) with the options at index 2
+// (opts.name, else `name`, names the input in messages).
+static int decode(lua_State *L, const char *text, size_t len, const PreScan *pre,
+                  const char *name) {
+  name = tpl_optfield_string(L, 2, "name", name);
   lua_Integer max_depth = tpl_optfield_integer(L, 2, "max_depth", DEFAULT_MAX_DEPTH);
   luaL_argcheck(L, max_depth >= 1 && max_depth <= CJSON_NESTING_LIMIT, 2,
                 "max_depth out of range (1..1000)");
@@ -1038,8 +507,7 @@ static int json_decode(lua_State *L) {
   tpl_push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
   JsonTree *tree = lua_newuserdatauv(L, sizeof *tree, 0);
   tree->root = NULL;
-  tree->ents = NULL;
-  tree->cap = 0;
+  memset(&tree->scan, 0, sizeof tree->scan);
   luaL_setmetatable(L, TREE_MT);  // [text, opts, sentinel, opts.null, array_mt, tree]
 
   JsonDec d = {
@@ -1064,8 +532,19 @@ static int json_decode(lua_State *L) {
       lua_pushboolean(L, 1);
       lua_rawset(L, -3);
     }
+    const TpJsonScan *sc = NULL;
+    if (pre && pre->max_depth == (int)max_depth) {
+      sc = pre->scanned ? pre->scan : NULL;
+    } else {
+      int rc = tp_jsonscan_object(&tree->scan, d.s, d.n, (int)max_depth);
+      if (rc == TP_ENOMEM) {
+        lua_settop(L, 6);
+        return tpl_pushfail(L, "ENOMEM", "%s: out of memory", name);
+      }
+      sc = rc == 1 ? &tree->scan : NULL;
+    }
     JsonDec ds = d;
-    if (dec_skipping(&ds, 8, tree)) {
+    if (sc && dec_members(&ds, 8, tree, sc)) {
       return 1;
     }
     lua_settop(L, 6);  // anything wrong: the ordinary decode says what
@@ -1111,6 +590,15 @@ static int json_decode(lua_State *L) {
                         (int)(col > INT32_MAX ? INT32_MAX : col), d.why);
   }
   return 1;
+}
+
+// json.decode(text, opts) -> value | nil, err, code
+// opts: name (source in messages, default "<string>"), max_depth (1..1000, default 512),
+// null (value for null members; absent: members are left out; arrays get it too), skip.
+static int json_decode(lua_State *L) {
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  return decode(L, text, len, NULL, "<string>");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1478,12 +966,215 @@ static int json_write_file(lua_State *L) {
   return 1;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Files read ahead (engine/jsonscan.h TpJsonFiles).
+
+// A reader. User value 1: the list of paths (for the files' names).
+typedef struct Files {
+  TpJsonFiles *r;
+  lua_Integer next;  // 1-based index of the next file
+  int max_depth;
+} Files;
+
+// A file handed out. User values: 1 = its path, 2 = its text once asked for.
+typedef struct File {
+  TpJsonFile *f;  // NULL once closed, or when its record could not be allocated
+  TpError err;    // that failure
+  int max_depth;  // of the reader's scan
+} File;
+
+static Files *check_files(lua_State *L, int idx) {
+  Files *fs = luaL_checkudata(L, idx, FILES_MT);
+  if (!fs->r) {
+    luaL_error(L, "attempt to use a closed file reader");
+  }
+  return fs;
+}
+
+static int files_close(lua_State *L) {
+  Files *fs = luaL_checkudata(L, 1, FILES_MT);
+  TpJsonFiles *r = fs->r;
+  fs->r = NULL;
+  tp_jsonfiles_close(r);
+  return 0;
+}
+
+static int files_tostring(lua_State *L) {
+  Files *fs = luaL_checkudata(L, 1, FILES_MT);
+  lua_pushstring(L, fs->r ? "tp.json.Files" : "tp.json.Files (closed)");
+  return 1;
+}
+
+// json.read_files(paths, max_size, max_depth, ahead, threads) -> Files
+// max_depth 0: files are read but not scanned.
+static int json_read_files(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer max = luaL_checkinteger(L, 2);
+  lua_Integer depth = luaL_checkinteger(L, 3);
+  lua_Integer ahead = luaL_checkinteger(L, 4);
+  lua_Integer threads = luaL_checkinteger(L, 5);
+  luaL_argcheck(L, max >= 0, 2, "max_size must be >= 0");
+  luaL_argcheck(L, depth >= 0 && depth <= TP_JSONSCAN_MAX_DEPTH, 3, "max_depth out of range");
+  luaL_argcheck(L, ahead >= 1 && ahead <= 4096, 4, "ahead out of range (1..4096)");
+  luaL_argcheck(L, threads >= 1 && threads <= 256, 5, "threads out of range (1..256)");
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+  lua_settop(L, 5);
+  // The paths, checked and kept in a box (freed by __gc if anything below raises).
+  Owned *box = new_owned(L);  // [paths, max, depth, ahead, threads, box]
+  box->p = calloc((size_t)(n > 0 ? n : 1), sizeof(const char *));
+  if (!box->p) {
+    return luaL_error(L, "not enough memory");
+  }
+  const char **paths = (const char **)(void *)box->p;
+  for (lua_Integer k = 1; k <= n; k++) {
+    if (lua_rawgeti(L, 1, k) != LUA_TSTRING) {
+      return luaL_argerror(L, 1, lua_pushfstring(L, "paths[%d] is not a string", (int)k));
+    }
+    paths[k - 1] = lua_tostring(L, -1);  // anchored by the paths table
+    lua_pop(L, 1);
+  }
+  Files *fs = lua_newuserdatauv(L, sizeof *fs, 1);
+  fs->r = NULL;
+  fs->next = 1;
+  fs->max_depth = (int)depth;
+  luaL_setmetatable(L, FILES_MT);  // [..., box, files]
+  TpError err;
+  fs->r = tp_jsonfiles_open(paths, (size_t)n, (size_t)max, (int)depth, (size_t)ahead, (int)threads,
+                            &err);
+  free(box->p);
+  box->p = NULL;
+  if (!fs->r) {
+    return luaL_error(L, "%s", err.msg);
+  }
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  return 1;
+}
+
+// files:next() -> File | nil (after the last)
+static int files_next(lua_State *L) {
+  Files *fs = check_files(L, 1);
+  File *file = lua_newuserdatauv(L, sizeof *file, 2);  // first, so that nothing leaks
+  file->f = NULL;
+  file->err.code = 0;
+  file->max_depth = fs->max_depth;
+  luaL_setmetatable(L, FILE_MT);  // [files, file]
+  TpError err;
+  TpJsonFile *f = tp_jsonfiles_next(fs->r, &err);
+  if (!f && err.code == 0) {
+    return 0;
+  }
+  file->f = f;
+  file->err = err;
+  lua_getiuservalue(L, 1, 1);
+  lua_rawgeti(L, -1, fs->next++);  // [files, file, paths, path]
+  lua_setiuservalue(L, 2, 1);
+  lua_pop(L, 1);
+  return 1;
+}
+
+static File *check_file(lua_State *L, int idx) {
+  return luaL_checkudata(L, idx, FILE_MT);
+}
+
+// The file's data, or raises when it was closed.
+static TpJsonFile *file_data(lua_State *L, File *file) {
+  if (!file->f && file->err.code == 0) {
+    luaL_error(L, "attempt to use a closed file");
+  }
+  return file->f;
+}
+
+static int file_close(lua_State *L) {
+  File *file = check_file(L, 1);
+  TpJsonFile *f = file->f;
+  file->f = NULL;
+  file->err.code = 0;
+  tp_jsonfile_free(f);
+  return 0;
+}
+
+// file:path() -> string
+static int file_path(lua_State *L) {
+  check_file(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  return 1;
+}
+
+// file:error() -> nil | err, code: why the file could not be read
+static int file_error(lua_State *L) {
+  File *file = check_file(L, 1);
+  TpJsonFile *f = file_data(L, file);
+  const TpError *err = f ? &f->err : &file->err;
+  if (f && f->text) {
+    return 0;
+  }
+  lua_pushstring(L, err->msg);
+  lua_pushstring(L, tp_error_name(err->code));
+  return 2;
+}
+
+// file:text() -> string | nil (not read): the whole file, made a Lua string once
+static int file_text(lua_State *L) {
+  File *file = check_file(L, 1);
+  TpJsonFile *f = file_data(L, file);
+  if (lua_getiuservalue(L, 1, 2) != LUA_TNIL) {
+    return 1;
+  }
+  if (!f || !f->text) {
+    return 1;
+  }
+  lua_pushlstring(L, f->text, f->len);
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, 1, 2);
+  return 1;
+}
+
+// file:stat() -> {size=, mtime=} | nil (not read): of the descriptor that was read; mtime only for
+// a regular file, as fs.stat gives it
+static int file_stat(lua_State *L) {
+  File *file = check_file(L, 1);
+  TpJsonFile *f = file_data(L, file);
+  if (!f || !f->text) {
+    return 0;
+  }
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)f->len);
+  lua_setfield(L, -2, "size");
+  if (f->st.type == TP_FS_FILE) {
+    lua_pushnumber(L, f->st.mtime);
+    lua_setfield(L, -2, "mtime");
+  }
+  return 1;
+}
+
+// file:decode(opts) -> value | nil, err, code: json.decode of the file's text (opts.name defaults
+// to its path), using the member scan the reader made when opts.skip asks for members
+static int file_decode(lua_State *L) {
+  File *file = check_file(L, 1);
+  TpJsonFile *f = file_data(L, file);
+  if (!f || !f->text) {
+    return tpl_pusherror(L, f ? &f->err : &file->err);
+  }
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+  }
+  lua_settop(L, 2);
+  PreScan pre = {&f->scan, f->scanned == 1, file->max_depth};
+  return decode(L, f->text, f->len, file->max_depth > 0 ? &pre : NULL, f->path);
+}
+
+static int file_tostring(lua_State *L) {
+  File *file = check_file(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  lua_pushfstring(L, "tp.json.File (%s)%s", luaL_optstring(L, -1, "?"),
+                  file->f || file->err.code ? "" : " closed");
+  return 1;
+}
+
 static const luaL_Reg json_funcs[] = {
-    {"decode", json_decode},
-    {"encode", json_encode},
-    {"read_file", json_read_file},
-    {"write_file", json_write_file},
-    {NULL, NULL},
+    {"decode", json_decode},         {"encode", json_encode},         {"read_file", json_read_file},
+    {"read_files", json_read_files}, {"write_file", json_write_file}, {NULL, NULL},
 };
 
 static const luaL_Reg tree_meta[] = {{"__gc", tree_gc}, {"__close", tree_gc}, {NULL, NULL}};
@@ -1497,6 +1188,19 @@ int luaopen_tp__json(lua_State *L) {
   tpl_newclass(L, ENCODER_MT, NULL, encoder_meta);
   static const luaL_Reg owned_meta[] = {{"__gc", owned_gc}, {NULL, NULL}};
   tpl_newclass(L, OWNED_MT, NULL, owned_meta);
+  static const luaL_Reg files_methods[] = {
+      {"close", files_close}, {"next", files_next}, {NULL, NULL}};
+  static const luaL_Reg files_meta[] = {{"__gc", files_close},
+                                        {"__close", files_close},
+                                        {"__tostring", files_tostring},
+                                        {NULL, NULL}};
+  tpl_newclass(L, FILES_MT, files_methods, files_meta);
+  static const luaL_Reg file_methods[] = {
+      {"close", file_close}, {"decode", file_decode}, {"error", file_error}, {"path", file_path},
+      {"stat", file_stat},   {"text", file_text},     {NULL, NULL}};
+  static const luaL_Reg file_meta[] = {
+      {"__gc", file_close}, {"__close", file_close}, {"__tostring", file_tostring}, {NULL, NULL}};
+  tpl_newclass(L, FILE_MT, file_methods, file_meta);
   luaL_newmetatable(L, SKIPPED_MT);  // sets __name
   lua_pop(L, 1);
   luaL_newlib(L, json_funcs);

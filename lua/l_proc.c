@@ -786,7 +786,14 @@ static const luaL_Reg k_proc_meta[] = {
     {NULL, NULL},
 };
 
+// proc.cpu_count() -> integer: the CPUs this process may run on
+static int proc_cpu_count(lua_State *L) {
+  lua_pushinteger(L, tp_proc_cpu_count());
+  return 1;
+}
+
 static const luaL_Reg k_functions[] = {
+    {"cpu_count", proc_cpu_count},
     {"group_members", proc_group_members},
     {"loop", proc_loop},
     {"wait_gone", proc_wait_gone},

@@ -264,6 +264,64 @@ function M.read_text(path, max_size)
   return C.read_file(path, max_size or M.DEFAULT_MAX_SIZE)
 end
 
+---@class tp.json.ReadFilesOpts
+---@field max_size? integer largest file, in bytes (default DEFAULT_MAX_SIZE)
+---@field max_depth? integer the depth `file:decode` will use (default 512): files are scanned
+---  with it; 0 reads them without scanning
+---@field ahead? integer files read ahead of the caller (default 8; at least `threads`)
+---@field threads? integer worker threads (default: the CPUs this process may use, minus one
+---  for the caller, 1..4)
+
+--- Reads the files at `paths` in order, each whole, on worker threads that run ahead of the
+--- caller, and scans each as a JSON object on the way: `file:decode{skip = ...}` then only
+--- converts the members it keeps (the skipped ones were checked by the worker), so that a caller
+--- that works on each file in turn (tp.results loading thousands of records) finds the next one
+--- read and checked. Iterates over files, in the order of `paths`, each with `file:path()`,
+--- `file:error()` (nil, or err, code when it could not be read: missing, a directory, larger than
+--- max_size), `file:stat()` ({size, mtime} of the descriptor read), `file:text()` (the whole
+--- text, made a Lua string once) and `file:decode(opts)` (as `decode`; `opts.name` defaults to
+--- the path). Leaving the loop early stops the workers.
+---```lua
+---for file in json.read_files({ 'a.json', 'b.json' }) do
+---  local doc, err = file:decode({ skip = { 'records' } })
+---end
+---```
+---@param paths string[]
+---@param opts? tp.json.ReadFilesOpts
+---@return function iterator, nil, nil, userdata reader (closed when the loop ends)
+function M.read_files(paths, opts)
+  if type(paths) ~= 'table' then
+    error(('json.read_files: paths must be a list of strings, got %s'):format(type(paths)), 2)
+  end
+  for i = 1, #paths do
+    if type(paths[i]) ~= 'string' then
+      error(('json.read_files: paths[%d] must be a string, got %s'):format(i, type(paths[i])), 2)
+    end
+  end
+  opts = check_opts('json.read_files', opts,
+    { max_size = 'integer', max_depth = 'integer', ahead = 'integer', threads = 'integer' })
+  local depth = opts.max_depth or 512
+  if depth < 0 or depth > 1000 then
+    error('json.read_files: option "max_depth" must be within 0..1000', 2)
+  end
+  local threads = opts.threads or math.max(1, math.min(4, require('tp.proc').cpu_count() - 1))
+  if threads < 1 or threads > 256 then
+    error('json.read_files: option "threads" must be within 1..256', 2)
+  end
+  local ahead = opts.ahead or math.max(8, threads)
+  if ahead < 1 or ahead > 4096 then
+    error('json.read_files: option "ahead" must be within 1..4096', 2)
+  end
+  local max = opts.max_size or M.DEFAULT_MAX_SIZE
+  if max < 0 then
+    error('json.read_files: option "max_size" must be >= 0', 2)
+  end
+  local files = C.read_files(table.move(paths, 1, #paths, 1, {}), max, depth, ahead, threads)
+  return function()
+    return files:next()
+  end, nil, nil, files
+end
+
 ---@class tp.json.SaveOpts: tp.json.EncodeOpts
 ---@field pretty? boolean (default true for files)
 

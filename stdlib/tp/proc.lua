@@ -341,6 +341,13 @@ function Loop:__tostring()
   return tostring(self._loop)
 end
 
+--- Returns the number of CPUs this process may run on (its affinity mask: a container's or a
+--- taskset's limit, not the machine's count), at least 1.
+---@return integer
+function M.cpu_count()
+  return _proc.cpu_count()
+end
+
 --- Lists the live processes (zombies excluded) of a process group, read from /proc.
 ---@param pgid integer
 ---@return integer[]|nil pids

@@ -159,7 +159,7 @@ local function check_field(path, doc, key, want)
 end
 
 -- Arrays of numbers (null allowed: a non-finite value written as null).
-local function check_numbers(path, doc, key, text)
+local function check_numbers(path, doc, key, text_of)
   local v = doc[key]
   if v == nil or is_null(v) then
     return
@@ -168,7 +168,7 @@ local function check_numbers(path, doc, key, text)
     if v.kind == 'array' and (v.kinds.number or 0) + (v.kinds.null or 0) == v.count then
       return
     end
-    v = json.decode_skipped(text, v)  -- to name the element at fault
+    v = json.decode_skipped(text_of(), v)  -- to name the element at fault
   end
   if type(v) ~= 'table' or (not json.is_array(v) and next(v) ~= nil) then
     bad(path, '%s is %s, array expected', key, kind_of(v))
@@ -206,7 +206,8 @@ local function check_numeric_members(path, doc)
   end
 end
 
-local function validate(path, doc, text)
+-- `text_of()` gives the document's text (to decode a skipped member that needs a closer look).
+local function validate(path, doc, text_of)
   if type(doc) ~= 'table' or json.is_array(doc) then
     bad(path, 'top level is %s, a JSON object (run record) expected', kind_of(doc))
   end
@@ -228,7 +229,7 @@ local function validate(path, doc, text)
   check_field(path, doc, 'records', 'array')
   local recs = doc.records
   if json.is_skipped(recs) and (recs.kinds.object or 0) < recs.count then
-    recs = json.decode_skipped(text, recs)  -- to name the element at fault
+    recs = json.decode_skipped(text_of(), recs)  -- to name the element at fault
   end
   if type(recs) == 'table' then
     for i = 1, #recs do
@@ -241,7 +242,7 @@ local function validate(path, doc, text)
   check_field(path, doc, 'repeat', 'number')
   for _, k in ipairs({ 'iterations', 'step_times', 'raw_step_times', 'loss_values',
     'learning_rates' }) do
-    check_numbers(path, doc, k, text)
+    check_numbers(path, doc, k, text_of)
   end
   check_numeric_members(path, doc)
 end
@@ -566,16 +567,16 @@ local function classify(doc, path, explicit)
   return nil, 'not a result file (no schema, no performance_metrics)'
 end
 
--- Reads, validates and summarises one file: returns an outcome {kind = 'run', summary, kind_of}
--- | {kind = 'error', message, code} | {kind = 'skipped', reason}, and its stat.
-local function examine(path, explicit)
-  local doc, st, nonfinite, text = read_doc(path, SKIPPED_ON_LOAD)
+-- Reads, validates and summarises one document (read_doc's or read_file_doc's results): returns
+-- an outcome {kind = 'run', summary, kind_of} | {kind = 'error', message, code} | {kind =
+-- 'skipped', reason}, and its stat. `text_of()` gives the file's text (for members to decode).
+local function examine_doc(path, explicit, doc, st, nonfinite, text_of)
   if doc == nil then
     return { kind = 'error', message = st, code = nonfinite }
   end
   local out
   local ok, err = pcall(function()
-    validate(path, doc, text)
+    validate(path, doc, text_of)
     local kind, why = classify(doc, path, explicit)
     if not kind then
       out = { kind = 'skipped', reason = why }
@@ -585,7 +586,7 @@ local function examine(path, explicit)
       -- Its step times are summarised here (recompute_perf): decode them.
       for _, k in ipairs({ 'step_times', 'raw_step_times' }) do
         if json.is_skipped(doc[k]) then
-          doc[k] = json.decode_skipped(text, doc[k])
+          doc[k] = json.decode_skipped(text_of(), doc[k])
         end
       end
     end
@@ -602,7 +603,39 @@ local function examine(path, explicit)
   return out, st
 end
 
--- Adds an outcome of `examine` (fresh or from an index) to the set.
+-- A file handed out by json.read_files, decoded as read_doc decodes a path (same results, same
+-- messages): doc, {size, mtime}, count of non-finite words, and a function giving the text.
+local function read_file_doc(file, skip)
+  local path = file:path()
+  local err, code = file:error()
+  if err then
+    if code == 'ELIMIT' then
+      return nil, string.format('%s: larger than the %d-byte limit', path,
+        json.DEFAULT_MAX_SIZE), code
+    end
+    return nil, err, code
+  end
+  local st = file:stat()
+  if st.size == 0 then
+    return nil, path .. ': empty file', 'EPARSE'
+  end
+  local doc, derr, dcode = file:decode({ skip = skip })
+  local nonfinite = 0
+  if doc == nil then
+    if dcode ~= 'EPARSE' then
+      return nil, derr, dcode
+    end
+    doc, derr, dcode, nonfinite = decode_text(file:text(), path, skip)
+    if doc == nil then
+      return nil, derr, dcode
+    end
+  end
+  return doc, { size = st.size, mtime = st.mtime }, nonfinite, function()
+    return file:text()
+  end
+end
+
+-- Adds an outcome of `examine_doc` (fresh or from an index) to the set.
 local function apply(set, outcome, path, root, st)
   if outcome.kind == 'error' then
     set.errors[#set.errors + 1] = { path = path, message = outcome.message, code = outcome.code }
@@ -618,19 +651,6 @@ local function apply(set, outcome, path, root, st)
       root = root }
     set.runs[#set.runs + 1] = setmetatable(run, RUN_MT)
   end
-end
-
--- `real` is the file's real path when the caller knows it (a regular file listed in a directory
--- whose real path it has), else it is resolved here.
-local function load_file(set, path, root, explicit, seen, real)
-  real = real or fs.realpath(path) or path
-  if seen[real] then
-    set.skipped[#set.skipped + 1] = { path = path, reason = 'already loaded as ' .. seen[real] }
-    return
-  end
-  seen[real] = path
-  local outcome, st = examine(path, explicit)
-  apply(set, outcome, path, root, st)
 end
 
 --- Name of the summary index `load` keeps in a directory when asked (`opts.index`).
@@ -655,7 +675,36 @@ local function write_index(dir, entries)
   end
 end
 
-local function walk(set, dir, root, opts, seen, dirs_seen)
+-- Loading is planned first (the directories walked, the files listed in order, the index
+-- consulted), then carried out: the files to read go to json.read_files, whose workers read and
+-- scan the next ones while this thread validates and summarises the current one. A plan is a
+-- list of steps in the order their results go into the set:
+--   {error = {path, message, code}} | {skipped = {path, reason}}
+--   | {path, root, explicit, dir = index state or nil, name, outcome?, st?} (outcome: from the
+--     index; without it the file is read)
+
+-- Plans a file unless it was planned already (same real path). `real` is its real path when the
+-- caller knows it (a regular file listed in a directory whose real path it has).
+local function plan_file(plan, seen, path, root, explicit, real, dir, name)
+  real = real or fs.realpath(path) or path
+  if seen[real] then
+    plan[#plan + 1] = { skipped = { path = path, reason = 'already loaded as ' .. seen[real] } }
+    return
+  end
+  seen[real] = path
+  local step = { path = path, root = root, explicit = explicit, dir = dir, name = name }
+  if dir then
+    local st = fs.stat(path)
+    local cached = dir.old[name]
+    if st and type(cached) == 'table' and cached.size == st.size and cached.mtime == st.mtime
+      and type(cached.outcome) == 'table' then
+      step.outcome, step.st = cached.outcome, st
+    end
+  end
+  plan[#plan + 1] = step
+end
+
+local function plan_dir(plan, dir, root, opts, seen, dirs_seen, indexes)
   local real = fs.realpath(dir) or dir
   if dirs_seen[real] then
     return
@@ -663,11 +712,14 @@ local function walk(set, dir, root, opts, seen, dirs_seen)
   dirs_seen[real] = true
   local entries, err, code = fs.list(dir)
   if not entries then
-    set.errors[#set.errors + 1] = { path = dir, message = err, code = code }
+    plan[#plan + 1] = { error = { path = dir, message = err, code = code } }
     return
   end
-  local old = opts.index and read_index(dir) or nil
-  local new, changed = {}, false
+  local index
+  if opts.index then
+    index = { path = dir, old = read_index(dir), new = {}, changed = false }
+    indexes[#indexes + 1] = index
+  end
   for _, e in ipairs(entries) do
     if e.name:sub(1, 1) ~= '.' then
       local p = dir:gsub('/+$', '') .. '/' .. e.name
@@ -678,48 +730,55 @@ local function walk(set, dir, root, opts, seen, dirs_seen)
       end
       if t == 'directory' then
         if opts.recursive then
-          walk(set, p, root, opts, seen, dirs_seen)
+          plan_dir(plan, p, root, opts, seen, dirs_seen, indexes)
         end
       elseif t == 'file' and e.name:match('%.json$') then
         -- A regular file (not a link) is where its directory really is: no realpath(3) per file.
         local rp = e.type == 'file' and (real .. '/' .. e.name) or nil
-        if not old then
-          load_file(set, p, root, false, seen, rp)
-        else
-          rp = rp or fs.realpath(p) or p
-          if seen[rp] then
-            set.skipped[#set.skipped + 1] = { path = p, reason = 'already loaded as ' .. seen[rp] }
-          else
-            seen[rp] = p
-            local st = fs.stat(p)
-            local cached = old[e.name]
-            local outcome
-            if st and type(cached) == 'table' and cached.size == st.size
-              and cached.mtime == st.mtime and type(cached.outcome) == 'table' then
-              outcome = cached.outcome
-            else
-              outcome, st = examine(p, false)
-              changed = true
-            end
-            if st then
-              new[e.name] = { size = st.size, mtime = st.mtime, outcome = outcome }
-              apply(set, outcome, p, root, st)
-            else
-              apply(set, outcome, p, root, nil)
-            end
-          end
-        end
+        plan_file(plan, seen, p, root, false, rp, index, e.name)
       end
     end
   end
-  if old then
-    for name in pairs(old) do
-      if new[name] == nil then
-        changed = true
+end
+
+-- Carries out a plan into `set`, then rewrites the indexes that changed.
+local function run_plan(set, plan, indexes)
+  local paths = {}
+  for _, step in ipairs(plan) do
+    if step.path and not step.outcome then
+      paths[#paths + 1] = step.path
+    end
+  end
+  local next_file, _, _, reader = json.read_files(paths)
+  local _reader <close> = reader
+  for _, step in ipairs(plan) do
+    if step.error then
+      set.errors[#set.errors + 1] = step.error
+    elseif step.skipped then
+      set.skipped[#set.skipped + 1] = step.skipped
+    else
+      local outcome, st = step.outcome, step.st
+      if not outcome then
+        local file <close> = assert(next_file(), 'tp.results: file reader ended early')
+        outcome, st = examine_doc(step.path, step.explicit, read_file_doc(file, SKIPPED_ON_LOAD))
+        if step.dir then
+          step.dir.changed = true
+        end
+      end
+      if step.dir and st then
+        step.dir.new[step.name] = { size = st.size, mtime = st.mtime, outcome = outcome }
+      end
+      apply(set, outcome, step.path, step.root, st)
+    end
+  end
+  for _, index in ipairs(indexes) do
+    for name in pairs(index.old) do
+      if index.new[name] == nil then
+        index.changed = true
       end
     end
-    if changed then
-      write_index(dir, new)
+    if index.changed then
+      write_index(index.path, index.new)
     end
   end
 end
@@ -823,20 +882,21 @@ function M.load(sources, opts)
   end
   local wopts = { recursive = opts.recursive ~= false, index = opts.index == true }
   local set = new_set({}, {}, {})
-  local seen, dirs_seen, found = {}, {}, 0
+  local plan, indexes, seen, dirs_seen, found = {}, {}, {}, {}, 0
   for _, src in ipairs(sources) do
     local st, err, code = fs.stat(src)
     if not st then
-      set.errors[#set.errors + 1] = { path = src, message = err, code = code }
+      plan[#plan + 1] = { error = { path = src, message = err, code = code } }
     else
       found = found + 1
       if st.type == 'directory' then
-        walk(set, src, src:gsub('/+$', ''), wopts, seen, dirs_seen)
+        plan_dir(plan, src, src:gsub('/+$', ''), wopts, seen, dirs_seen, indexes)
       else
-        load_file(set, src, nil, true, seen)
+        plan_file(plan, seen, src, nil, true)
       end
     end
   end
+  run_plan(set, plan, indexes)
   if found == 0 and #sources > 0 then
     local msgs = {}
     for _, e in ipairs(set.errors) do

@@ -605,6 +605,124 @@ describe('tp.json files', function()
   end)
 end)
 
+describe('tp.json.read_files', function()
+  local SKIP = { 'records', 'args', 'step_times', 'loss_values', 'params' }
+
+  -- Writes `texts` ({name = text}) into a new directory; returns its path.
+  local function files(texts)
+    local dir = h.tmpdir()
+    for name, text in pairs(texts) do
+      h.write(dir .. '/' .. name, text)
+    end
+    return dir
+  end
+
+  it('reads files in order on worker threads; file:decode equals json.decode', function()
+    local record = h.read(h.fixture('results/mock/nvd/megatron-real.json'))
+    local texts = { ['bad.json'] = '{"a": [1, 2}', ['list.json'] = '[1, 2]',
+      ['bom.json'] = '\239\187\191{"a": 1}', ['empty.json'] = '' }
+    for i = 1, 25 do
+      texts[('r%02d.json'):format(i)] = record
+    end
+    local dir = files(texts)
+    local paths = {}
+    for i = 1, 25 do
+      paths[#paths + 1] = ('%s/r%02d.json'):format(dir, i)
+      if i % 6 == 0 then
+        paths[#paths + 1] = dir .. '/bad.json'
+        paths[#paths + 1] = dir .. '/missing.json'
+        paths[#paths + 1] = dir
+        paths[#paths + 1] = dir .. '/list.json'
+        paths[#paths + 1] = dir .. '/bom.json'
+        paths[#paths + 1] = dir .. '/empty.json'
+      end
+    end
+    for _, o in ipairs({ {}, { threads = 1, ahead = 1 }, { threads = 3, ahead = 5 } }) do
+      local k = 0
+      for file in json.read_files(paths, o) do
+        k = k + 1
+        local path = paths[k]
+        assert.are.equal(path, file:path())
+        local text = h.read(path)
+        if path:find('missing', 1, true) then
+          fails('missing.json: No such file or directory', 'ENOENT', nil, file:error())
+          fails('missing.json: No such file or directory', 'ENOENT', file:decode())
+          assert.is_nil(file:text())
+          assert.is_nil(file:stat())
+        elseif path == dir then
+          fails(dir .. ': Is a directory', 'EISDIR', nil, file:error())
+        else
+          assert.is_nil(file:error())
+          assert.are.equal(#text, file:stat().size)
+          assert.are.equal(h.read(path), file:text())
+          assert.are.equal(file:text(), file:text())
+          for _, skip in ipairs({ SKIP, {} }) do
+            local a, aerr, acode = file:decode({ skip = skip, null = json.null })
+            local b, berr, bcode = json.decode(text, { name = path, skip = skip, null = json.null })
+            assert.are.same({ berr, bcode }, { aerr, acode })
+            assert.are.same(b, a)
+          end
+          local plain = file:decode()
+          assert.are.same(json.decode(text, { name = path }), plain)
+        end
+      end
+      assert.are.equal(#paths, k)
+    end
+  end)
+
+  it('gives the mtime fs.stat gives, and refuses files above max_size', function()
+    local dir = files({ ['a.json'] = '{"a": 1}' })
+    for file in json.read_files({ dir .. '/a.json' }) do
+      assert.are.equal(require('tp.fs').stat(dir .. '/a.json').mtime, file:stat().mtime)
+    end
+    for file in json.read_files({ dir .. '/a.json' }, { max_size = 4 }) do
+      fails('a.json: file is 8 bytes, above max_size (4 bytes)', 'ELIMIT', nil, file:error())
+    end
+  end)
+
+  it('stops its workers when the loop is left early, and closed files raise', function()
+    local dir = files({ ['a.json'] = '{"a": 1}' })
+    local paths = {}
+    for i = 1, 200 do
+      paths[i] = dir .. '/a.json'
+    end
+    local kept
+    for file in json.read_files(paths, { threads = 2 }) do
+      kept = kept or file
+      if kept then
+        break  -- the reader is closed with files read ahead and never handed out
+      end
+    end
+    assert.are.equal(1, kept:decode().a)
+    kept:close()
+    assert.has_error(function()
+      kept:decode()
+    end, 'attempt to use a closed file')
+    local next_file, _, _, reader = json.read_files(paths)
+    assert.is_truthy(next_file())
+    reader:close()
+    assert.has_error(function()
+      next_file()
+    end, 'attempt to use a closed file reader')
+    assert.is_truthy(tostring(reader):find('closed', 1, true))
+  end)
+
+  it('raises on misuse', function()
+    assert.has_error(function()
+      json.read_files('a.json')
+    end, 'json.read_files: paths must be a list of strings, got string')
+    assert.has_error(function()
+      json.read_files({ 1 })
+    end, 'json.read_files: paths[1] must be a string, got number')
+    assert.has_error(function()
+      json.read_files({}, { threads = 0 })
+    end, 'json.read_files: option "threads" must be within 1..256')
+    assert.has_error(function()
+      json.read_files({}, { fast = true })
+    end, 'json.read_files: unknown option "fast"')
+  end)
+end)
+
 describe('tp.json with large input #slow', function()
   it('loads a 100 MB file holding an array of numbers', function()
     local dir = h.tmpdir()

@@ -701,3 +701,18 @@ io.stdout:write('done ', tostring(r.interrupted), '\n')
     end, "sig: 'SIGINT' or 'SIGTERM' expected, got nil")
   end)
 end)
+
+describe('tp.proc.cpu_count', function()
+  it('counts the CPUs of the affinity mask, as taskset limits them', function()
+    local n = proc.cpu_count()
+    assert.are.equal('integer', math.type(n))
+    assert.is_true(n >= 1)
+    local online = tonumber(h.run({}, { bin = 'nproc' }).stdout) -- nproc(1) reads the mask too
+    assert.are.equal(online, n)
+    -- Pinned to one CPU, a child sees one.
+    local r = h.run({ '-c', '0', h.bin, '-e', "io.write(require('tp.proc').cpu_count())" },
+      { bin = 'taskset' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('1', r.stdout)
+  end)
+end)
