@@ -157,7 +157,9 @@ local function hardware_of(run, group, ctx)
   elseif type(run.gpu) == 'string' then
     row, why = hardware.match({ name = run.gpu })
   else
-    why = 'the record names no GPU (gpu_info)'
+    why = string.format('the record names no GPU (gpu_info); give its catalog id: hardware = '
+      .. '{%s = id} (tplua compare --hardware %s=ID; ids: %s)', tostring(group), tostring(group),
+      table.concat(hardware.ids(), ', '))
   end
   ctx.hw_cache[key] = row or false
   ctx.hw_why[key] = why
