@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs.h"
+
 static void to_hex(const unsigned char *md, unsigned int len, char *hex) {
   static const char digits[] = "0123456789abcdef";
   for (unsigned int i = 0; i < len; i++) {
@@ -63,20 +65,10 @@ int tp_digest_sha256(const void *data, size_t len, char hex[TP_DIGEST_SHA256_HEX
 
 int tp_digest_sha256_file(const char *path, char hex[TP_DIGEST_SHA256_HEX + 1], uint64_t *size,
                           TpError *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return tp_error_errno(err, "%s", path);
-  }
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int rc = tp_error_errno(err, "%s", path);
-    close(fd);
-    return rc;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    close(fd);
-    errno = EISDIR;
-    return tp_error_errno(err, "%s", path);
+  int fd = tp_fs_open_read(path, &st, err);
+  if (fd < 0) {
+    return fd;
   }
   EVP_MD_CTX *ctx = NULL;
   int rc = start(&ctx, path, err);

@@ -43,24 +43,32 @@ int tp_fs_stat(const char *path, bool nofollow, TpFsStat *st, TpError *err) {
   return 0;
 }
 
-int tp_fs_read_file(const char *path, size_t max, char **out, size_t *len, TpFsStat *st,
-                    TpError *err) {
-  *out = NULL;
-  *len = 0;
+int tp_fs_open_read(const char *path, struct stat *st, TpError *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return tp_error_errno(err, "%s", path);
   }
-  struct stat s;
-  if (fstat(fd, &s) != 0) {
+  if (fstat(fd, st) != 0) {
     int rc = tp_error_errno(err, "%s", path);
     close(fd);
     return rc;
   }
-  if (S_ISDIR(s.st_mode)) {
+  if (S_ISDIR(st->st_mode)) {
     close(fd);
     errno = EISDIR;
     return tp_error_errno(err, "%s", path);
+  }
+  return fd;
+}
+
+int tp_fs_read_file(const char *path, size_t max, char **out, size_t *len, TpFsStat *st,
+                    TpError *err) {
+  *out = NULL;
+  *len = 0;
+  struct stat s;
+  int fd = tp_fs_open_read(path, &s, err);
+  if (fd < 0) {
+    return fd;
   }
   bool regular = S_ISREG(s.st_mode);
   if (regular && (uint64_t)s.st_size > (uint64_t)max) {

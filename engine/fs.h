@@ -29,6 +29,12 @@ void tp_fs_from_stat(const struct stat *s, TpFsStat *out);
 /// @return 0, or -errno with `err` filled ("<path>: <reason>").
 int tp_fs_stat(const char *path, bool nofollow, TpFsStat *st, TpError *err);
 
+/// Opens `path` for reading (O_RDONLY | O_CLOEXEC) and fstats it into `st`; a directory is refused
+/// with -EISDIR ("<path>: Is a directory"), as are failures of open or fstat ("<path>:
+/// <strerror>").
+/// @return the descriptor (the caller closes it), or -errno (err filled).
+int tp_fs_open_read(const char *path, struct stat *st, TpError *err);
+
 /// Reads the whole file at `path` into a new buffer: `*out` (NUL-terminated after `*len` bytes;
 /// the caller frees it) and, when `st` is not NULL, the stat of the descriptor that was read. A
 /// regular file is read in one read(2) of its size; a stream (pipe, FIFO) grows the buffer as it

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "digest.h"
+#include "fs.h"
 #include "logscan_int.h"
 
 #define LONG_BLOCK (TP_LOGSCAN_MAX_LINE / 2)
@@ -720,19 +721,10 @@ static int feed_path(TpLogScan *s, const char *path, TpDigestPipe *pipe, uint64_
   if (rc) {
     return rc;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return tp_error_errno(err, "%s", path);
-  }
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    rc = tp_error_errno(err, "%s", path);
-    close(fd);
-    return rc;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    close(fd);
-    return tp_error_set(err, -EISDIR, "%s: is a directory", path);
+  int fd = tp_fs_open_read(path, &st, err);
+  if (fd < 0) {
+    return fd;
   }
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   size_t nbuf = pipe ? DIGEST_BUFFERS : 1;

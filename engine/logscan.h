@@ -268,7 +268,7 @@ void tp_logscan_free(TpLogScan *s);
 /// after finish, or the hook's failure; after a failure the scanner only accepts free.
 int tp_logscan_feed(TpLogScan *s, const char *data, size_t len, TpError *err);
 /// Reads the file at `path` to the end in bounded chunks and feeds it. Errors name the path:
-/// "<path>: No such file or directory" (-ENOENT), "<path>: is a directory" (-EISDIR), ...
+/// "<path>: No such file or directory" (-ENOENT), "<path>: Is a directory" (-EISDIR), ...
 int tp_logscan_feed_file(TpLogScan *s, const char *path, TpError *err);
 /// Like tp_logscan_feed_file, and computes the SHA-256 of the bytes read in the same read (by a
 /// second thread, engine/digest.h): 64 lowercase hex digits in `hex`, the byte count in `*size`

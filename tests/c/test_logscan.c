@@ -754,7 +754,7 @@ static void test_files(void) {
   CHECK_INT(tp_logscan_feed_file(s, "/nonexistent/x.log", &err), -ENOENT);
   CHECK_STR(err.msg, "/nonexistent/x.log: No such file or directory");
   CHECK_INT(tp_logscan_feed_file(s, "/", &err), -EISDIR);
-  CHECK_STR(err.msg, "/: is a directory");
+  CHECK_STR(err.msg, "/: Is a directory");
   tp_logscan_free(s);
   // Misuse after finish.
   s = tp_logscan_new(NULL, &err);

@@ -329,7 +329,7 @@ describe('tp.log failure modes', function()
     log, err, code = tp.log.parse(dir)
     assert.is_nil(log)
     assert.are.equal('EISDIR', code)
-    assert.are.equal(dir .. ': is a directory', err)
+    assert.are.equal(dir .. ': Is a directory', err)
   end)
 
   it('fails with EACCES for an unreadable file', function()
