@@ -604,8 +604,9 @@ local function data_findings(runs, effs, by, opts, out)
     end
     if differ then
       out[#out + 1] = new_finding('warning', 'dataset_differs', 'training.dataset',
-        string.format('the datasets look different: %s — compare their fingerprints ' ..
-          '(tplua data fingerprint) to prove they hold the same tokens', describe_values(labels)),
+        string.format('the datasets look different: %s — only their contents can prove they ' ..
+          'hold the same tokens: give each record a dataset.fingerprint (a digest of the ' ..
+          'tokenized files) and the audit compares them', describe_values(labels)),
         {})
     end
   end
