@@ -75,14 +75,15 @@ end
 
 -- Python's json module writes NaN, Infinity and -Infinity as bare words (Python documentation,
 -- json.dump: allow_nan=True by default; tprimat wrote its files with json.dump). They are not
--- JSON (RFC 8259 §6); when the strict decode fails, they are read as null and counted.
-local function decode_text(text, name, skip)
-  local doc, err, code = json.decode(text, { name = name, skip = skip })
+-- JSON (RFC 8259 §6): given the result of a strict decode (doc, err, code) of the text
+-- `text_of()` gives, a parse failure is retried with them read as null. Returns doc, err, code,
+-- and how many were read so.
+local function or_nonfinite(text_of, name, doc, err, code)
   if doc ~= nil or code ~= 'EPARSE' then
     return doc, err, code, 0
   end
   local n = 0
-  local fixed = text:gsub('([%[,:]%s*)(%-?)(%a+)', function(pre, sign, word)
+  local fixed = text_of():gsub('([%[,:]%s*)(%-?)(%a+)', function(pre, sign, word)
     if word == 'NaN' and sign == '' or word == 'Infinity' then
       n = n + 1
       return pre .. 'null'
@@ -103,26 +104,33 @@ end
 -- them undecoded (tp.json's skip; they load with the other details on first access).
 local SKIPPED_ON_LOAD = { 'records', 'args', 'step_times', 'raw_step_times', 'learning_rates' }
 
--- Reads and decodes `path`; with `skip`, those members may come back as tp.json skipped
--- values. Returns doc, {size, mtime} (of the file as read), count of non-finite words read as
--- null, and the text.
-local function read_doc(path, skip)
+-- A file that could not be read, named alike by both readers below.
+local function read_failure(path, err, code)
+  if code == 'ELIMIT' then
+    return nil, string.format('%s: larger than the %d-byte limit', path, json.DEFAULT_MAX_SIZE),
+      code
+  end
+  return nil, err, code
+end
+
+-- Reads and decodes `path` in full (a run's details). Returns doc and {size, mtime} (of the file
+-- as read).
+local function read_doc(path)
   local text, mtime, rcode = json.read_text(path)
   if not text then
-    if rcode == 'ELIMIT' then
-      return nil, string.format('%s: larger than the %d-byte limit', path,
-        json.DEFAULT_MAX_SIZE), rcode
-    end
-    return nil, mtime, rcode
+    return read_failure(path, mtime, rcode)
   end
   if #text == 0 then
     return nil, path .. ': empty file', 'EPARSE'
   end
-  local doc, err, code, nonfinite = decode_text(text, path, skip)
+  local function text_of()
+    return text
+  end
+  local doc, err, code = or_nonfinite(text_of, path, json.decode(text, { name = path }))
   if doc == nil then
     return nil, err, code
   end
-  return doc, { size = #text, mtime = mtime }, nonfinite, text
+  return doc, { size = #text, mtime = mtime }
 end
 
 local Bad = {}
@@ -567,7 +575,7 @@ local function classify(doc, path, explicit)
   return nil, 'not a result file (no schema, no performance_metrics)'
 end
 
--- Reads, validates and summarises one document (read_doc's or read_file_doc's results): returns
+-- Reads, validates and summarises one document (read_file_doc's results): returns
 -- an outcome {kind = 'run', summary, kind_of} | {kind = 'error', message, code} | {kind =
 -- 'skipped', reason}, and its stat. `text_of()` gives the file's text (for members to decode).
 local function examine_doc(path, explicit, doc, st, nonfinite, text_of)
@@ -609,30 +617,20 @@ local function read_file_doc(file, skip)
   local path = file:path()
   local err, code = file:error()
   if err then
-    if code == 'ELIMIT' then
-      return nil, string.format('%s: larger than the %d-byte limit', path,
-        json.DEFAULT_MAX_SIZE), code
-    end
-    return nil, err, code
+    return read_failure(path, err, code)
   end
   local st = file:stat()
   if st.size == 0 then
     return nil, path .. ': empty file', 'EPARSE'
   end
-  local doc, derr, dcode = file:decode({ skip = skip })
-  local nonfinite = 0
-  if doc == nil then
-    if dcode ~= 'EPARSE' then
-      return nil, derr, dcode
-    end
-    doc, derr, dcode, nonfinite = decode_text(file:text(), path, skip)
-    if doc == nil then
-      return nil, derr, dcode
-    end
-  end
-  return doc, { size = st.size, mtime = st.mtime }, nonfinite, function()
+  local function text_of()
     return file:text()
   end
+  local doc, derr, dcode, nonfinite = or_nonfinite(text_of, path, file:decode({ skip = skip }))
+  if doc == nil then
+    return nil, derr, dcode
+  end
+  return doc, { size = st.size, mtime = st.mtime }, nonfinite, text_of
 end
 
 -- Adds an outcome of `examine_doc` (fresh or from an index) to the set.
