@@ -81,7 +81,8 @@ static inline size_t digit_run(const unsigned char *s, size_t n, size_t i) {
   return i;
 }
 
-size_t tp_jsonscan_ws(const unsigned char *s, size_t n, size_t i) {
+// Offset of the first byte at or after s[i] that is not JSON whitespace (RFC 8259 §2).
+static size_t ws_run(const unsigned char *s, size_t n, size_t i) {
   while (i < n) {
     unsigned c = s[i];
     if (c > ' ') {
@@ -396,7 +397,7 @@ static bool scan_value(const unsigned char *s, size_t n, int max_depth, size_t *
         }
         keys->start[depth] = keys->n;
         open[depth++] = (char)c;
-        i = tp_jsonscan_ws(s, n, i + 1);
+        i = ws_run(s, n, i + 1);
         if (i < n && s[i] == (kind == TP_JSON_OBJECT ? '}' : ']')) {
           i++;
           depth--;
@@ -446,7 +447,7 @@ static bool scan_value(const unsigned char *s, size_t n, int max_depth, size_t *
         *pos = i;
         return true;
       }
-      i = tp_jsonscan_ws(s, n, i);
+      i = ws_run(s, n, i);
       if (i >= n) {
         return false;
       }
@@ -466,7 +467,7 @@ static bool scan_value(const unsigned char *s, size_t n, int max_depth, size_t *
       if (s[i] != ',') {
         return false;
       }
-      i = tp_jsonscan_ws(s, n, i + 1);
+      i = ws_run(s, n, i + 1);
       closed = top != '{';
       break;
     }
@@ -481,13 +482,13 @@ static bool scan_value(const unsigned char *s, size_t n, int max_depth, size_t *
       if (i >= n || s[i] != '"' || !add_key(keys, s, key_at + 1, i - key_at - 1)) {
         return false;
       }
-      i = tp_jsonscan_ws(s, n, i + 1);
+      i = ws_run(s, n, i + 1);
       if (i >= n || s[i] != ':') {
         return false;
       }
       i++;
     }
-    i = tp_jsonscan_ws(s, n, i);
+    i = ws_run(s, n, i);
   }
 }
 
@@ -520,11 +521,11 @@ int tp_jsonscan_object(TpJsonScan *sc, const unsigned char *s, size_t n, int max
   keys->n = 0;
   int rc = 0;
   bool nomem = false;
-  size_t i = tp_jsonscan_ws(s, n, 0);
+  size_t i = ws_run(s, n, 0);
   if (i >= n || s[i] != '{') {
     goto done;
   }
-  i = tp_jsonscan_ws(s, n, i + 1);
+  i = ws_run(s, n, i + 1);
   if (i < n && s[i] == '}') {
     i++;
   } else {
@@ -539,11 +540,11 @@ int tp_jsonscan_object(TpJsonScan *sc, const unsigned char *s, size_t n, int max
       if (memchr(s + m.key_at, '\\', m.key_len)) {
         goto done;  // escaped keys: left to the ordinary decode
       }
-      i = tp_jsonscan_ws(s, n, i);
+      i = ws_run(s, n, i);
       if (i >= n || s[i] != ':') {
         goto done;
       }
-      i = tp_jsonscan_ws(s, n, i + 1);
+      i = ws_run(s, n, i + 1);
       m.at = i;
       if (!scan_value(s, n, max_depth, &i, &m.info, keys)) {
         goto done;
@@ -553,9 +554,9 @@ int tp_jsonscan_object(TpJsonScan *sc, const unsigned char *s, size_t n, int max
         nomem = true;
         goto done;
       }
-      i = tp_jsonscan_ws(s, n, i);
+      i = ws_run(s, n, i);
       if (i < n && s[i] == ',') {
-        i = tp_jsonscan_ws(s, n, i + 1);
+        i = ws_run(s, n, i + 1);
         continue;
       }
       if (i < n && s[i] == '}') {
@@ -565,7 +566,7 @@ int tp_jsonscan_object(TpJsonScan *sc, const unsigned char *s, size_t n, int max
       goto done;
     }
   }
-  if (tp_jsonscan_ws(s, n, i) != n) {
+  if (ws_run(s, n, i) != n) {
     goto done;
   }
   // The top-level keys, checked as the nested ones were.

@@ -36,9 +36,6 @@ typedef struct TpJsonScanError {
   char why[200];
 } TpJsonScanError;
 
-/// Offset of the first byte at or after s[i] that is not JSON whitespace (RFC 8259 §2).
-size_t tp_jsonscan_ws(const unsigned char *s, size_t n, size_t i);
-
 /// Checks the string literal whose opening quote is s[*pos] and moves *pos past its closing
 /// quote. RFC 8259 §7: no unescaped code point below U+0020, escapes \" \\ \/ \b \f \n \r \t
 /// \uXXXX only, UTF-16 surrogates paired, UTF-8 well formed (RFC 3629 §4); \u0000 is refused (a
@@ -89,7 +86,8 @@ typedef struct TpJsonFile {
   TpFsStat st;  ///< of the descriptor that was read
   TpError err;  ///< why it could not be read (text NULL)
   size_t skip;  ///< bytes of a UTF-8 byte order mark that start the text (RFC 8259 §8.1)
-  int scanned;  ///< 1: text after the mark is an object, members in `scan`; 0: it is not
+  int scanned;  ///< 1: the text after the mark is an object, members in `scan`; 0: it is not,
+                ///< or it was not scanned (max_depth 0, out of memory)
   TpJsonScan scan;
 } TpJsonFile;
 

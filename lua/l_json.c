@@ -1206,6 +1206,8 @@ int luaopen_tp__json(lua_State *L) {
   luaL_newlib(L, json_funcs);
   luaL_getmetatable(L, SKIPPED_MT);
   lua_setfield(L, -2, "skipped_mt");
+  luaL_getmetatable(L, FILE_MT);  // tp.json checks file:decode's options as decode's
+  lua_setfield(L, -2, "file_mt");
   tpl_push_null(L);
   lua_setfield(L, -2, "null");
   tpl_push_array_mt(L);

@@ -322,6 +322,15 @@ function M.read_files(paths, opts)
   end, nil, nil, files
 end
 
+-- file:decode takes decode's options, checked the same way (unknown names, types, depth).
+local file_methods = C.file_mt.__index
+local file_decode = file_methods.decode
+function file_methods.decode(file, opts)
+  opts = check_opts('file:decode', opts, DECODE_OPTS)
+  check_depth('file:decode', opts)
+  return file_decode(file, opts)
+end
+
 ---@class tp.json.SaveOpts: tp.json.EncodeOpts
 ---@field pretty? boolean (default true for files)
 

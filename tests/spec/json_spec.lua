@@ -720,6 +720,15 @@ describe('tp.json.read_files', function()
     assert.has_error(function()
       json.read_files({}, { fast = true })
     end, 'json.read_files: unknown option "fast"')
+    local dir = files({ ['a.json'] = '{"a": 1}' })
+    for file in json.read_files({ dir .. '/a.json' }) do
+      assert.has_error(function()
+        file:decode({ skp = { 'a' } })
+      end, 'file:decode: unknown option "skp"')
+      assert.has_error(function()
+        file:decode({ max_depth = 0 })
+      end, 'file:decode: option "max_depth" must be within 1..1000')
+    end
   end)
 end)
 
