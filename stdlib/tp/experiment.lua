@@ -19,7 +19,7 @@ M.DEFAULT_HARDWARE = { amd = 'mi300x', nvd = 'h100-sxm' }
 local VENDOR = { amd = 'amd', nvd = 'nvidia' }
 
 --- Launchers a run can start under (--launcher).
-M.LAUNCHERS = { 'local', 'torchrun', 'container' }
+M.LAUNCHERS = { 'local', 'torchrun', 'ranks', 'container', 'slurm' }
 
 --- The flags every experiment has, besides its own `options`.
 M.STANDARD_OPTIONS = {
@@ -28,7 +28,8 @@ M.STANDARD_OPTIONS = {
   repeats = { type = 'integer', desc = 'runs of each configuration' },
   results = { type = 'string', desc = 'results directory (runs are written and read there)' },
   only = { type = 'string', desc = 'plan and run one platform only (amd or nvd)' },
-  launcher = { type = 'string', desc = 'how runs start: local, torchrun or container' },
+  launcher = { type = 'string',
+               desc = 'how runs start: local, torchrun, ranks, container or slurm' },
   dry_run = { type = 'boolean', desc = 'print the plan and start nothing' },
   no_prune = { type = 'boolean',
                desc = 'keep sweep points whose memory estimate exceeds the GPU memory' },
@@ -98,13 +99,13 @@ local DEF_FIELDS = {
   platforms = 'table', training = 'table', parallelism = 'table', system = 'table',
   paths = 'table', nodes = 'any', gpus_per_node = 'any', repeats = 'integer', sweep = 'any',
   options = 'table', results = 'string', recorded = 'string', launcher = 'string',
-  timeout = 'number', torchrun = 'table', container = 'table',
+  timeout = 'number', torchrun = 'table', container = 'table', slurm = 'table',
 }
 
 local PLATFORM_FIELDS = {
   framework = 'string', hardware = 'string', training = 'table', parallelism = 'table',
   system = 'table', paths = 'table', nodes = 'any', gpus_per_node = 'any', env = 'table',
-  sweep = 'any', torchrun = 'table', container = 'table', timeout = 'number',
+  sweep = 'any', torchrun = 'table', container = 'table', timeout = 'number', slurm = 'table',
 }
 
 local OPTION_TYPES = { integer = true, number = true, string = true, boolean = true }
@@ -293,6 +294,7 @@ function M.new(def, meta)
       sweep = as_sweep(name, pd.sweep, where),
       torchrun = pd.torchrun,
       container = pd.container,
+      slurm = pd.slurm,
       timeout = pd.timeout,
     }
   end
@@ -329,6 +331,7 @@ function M.new(def, meta)
     timeout = def.timeout,
     torchrun = def.torchrun,
     container = def.container,
+    slurm = def.slurm,
     source = source,
   }, Experiment)
 end
@@ -450,7 +453,7 @@ local function effective(self, p, opts)
   return cfg
 end
 
-local function launch_command(self, p, pd, cmd, cfg, launcher, findings)
+local function launch_command(self, p, pd, cmd, cfg, launcher, findings, dir)
   local launch = require('tp.launch')
   local nodes = cfg.nodes or 1
   local gpn = cfg.gpus_per_node or config.DEFAULT_GPUS_PER_NODE
@@ -459,12 +462,34 @@ local function launch_command(self, p, pd, cmd, cfg, launcher, findings)
                                 message = string.format(fmt, ...) }
     return nil
   end
+  if launcher == 'slurm' then
+    local sopts = config.merge({ nodes = nodes, gpus_per_node = gpn, dir = dir,
+      vendor = VENDOR[p] }, config.merge(self.slurm or {}, pd.slurm or {}))
+    local ok, c = pcall(launch.get('slurm').wrap, cmd, sopts)
+    if not ok then
+      return bad('%s: slurm: %s', p, tostring(c):gsub('^.-launch%.slurm: ', ''))
+    end
+    return c
+  end
+  if nodes > 1 then
+    -- tplua starts processes on this machine only: several nodes need a scheduler.
+    return bad('%s: nodes = %d: --launcher %s starts the processes of this machine only, which '
+      .. 'would run node 0 of %d alone: use --launcher slurm (one job across the nodes)', p,
+      nodes, launcher, nodes)
+  end
   if launcher == 'local' then
     if cmd.launcher == 'torchrun' and nodes * gpn > 1 then
       return bad("%s: --launcher local starts one process, but %s needs one per GPU (%d GPUs): "
         .. 'use torchrun', p, pd.framework, nodes * gpn)
     end
     return cmd
+  end
+  if launcher == 'ranks' then
+    local ok, c = pcall(launch.get('ranks').wrap, cmd, { nproc_per_node = gpn })
+    if not ok then
+      return bad('%s: ranks: %s', p, tostring(c):gsub('^.-launch%.ranks: ', ''))
+    end
+    return c
   end
   local topts = config.merge({ nproc_per_node = gpn, nnodes = nodes },
     config.merge(self.torchrun or {}, pd.torchrun or {}))
@@ -479,6 +504,13 @@ local function launch_command(self, p, pd, cmd, cfg, launcher, findings)
         .. 'that holds %s)', p, pd.framework)
     end
     copts.vendor = copts.vendor or VENDOR[p]
+    -- The run directory holds the configs the framework reads (Primus, NeMo) and its output.
+    local mounts = {}
+    for i, m in ipairs(copts.mounts or {}) do
+      mounts[i] = m
+    end
+    mounts[#mounts + 1] = dir .. ':' .. dir
+    copts.mounts = mounts
     local okc, c = pcall(launch.get('container').wrap, wrapped, copts)
     if not okc then
       return bad('%s: container: %s', p, tostring(c):gsub('^.-launch%.container: ', ''))
@@ -646,7 +678,7 @@ function Experiment:plan(opts)
         for k, v in pairs(pd.env or {}) do
           cmd.env[k] = v
         end
-        local wrapped = launch_command(self, p, pd, cmd, cfg, plan.launcher, findings)
+        local wrapped = launch_command(self, p, pd, cmd, cfg, plan.launcher, findings, dir)
         if not wrapped then
           break
         end
@@ -666,7 +698,8 @@ function Experiment:plan(opts)
           env = wrapped.env,
           cwd = wrapped.cwd,
           parser = cmd.parser,
-          files = cmd.files,
+          files = wrapped.files or cmd.files,
+          launcher = wrapped.launcher,
           output = dir,
           timeout = pd.timeout or self.timeout,
           gbs = cfg.training.gbs,
@@ -732,6 +765,7 @@ function M.campaign_runs(plan, platform)
         platform = r.platform, framework = r.framework, model = r.model,
         methodology = r.methodology, ['repeat'] = r['repeat'], config = r.config,
         files = r.files, files_dir = r.output, hardware = r.hardware,
+        launcher = r.launcher == 'slurm' and 'slurm' or nil,
         experiment = plan.experiment,
         dataset = type(dataset) == 'string' and dataset or nil,
       }

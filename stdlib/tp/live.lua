@@ -84,7 +84,7 @@ function M.fmt_state(st)
       parts[#parts + 1] = string.format('iter %d', st.iteration)
     end
   else
-    parts[#parts + 1] = 'starting'
+    parts[#parts + 1] = st.queue and ('queued: ' .. st.queue) or 'starting'
   end
   if type(st.tokens_per_s_per_gpu) == 'number' then
     parts[#parts + 1] = string.format('%.0f tok/s/GPU', st.tokens_per_s_per_gpu)

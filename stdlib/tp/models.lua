@@ -91,6 +91,16 @@ local ROWS = {
     tie_embeddings = false, qkv_bias = true,
     source = 'huggingface.co/Qwen/Qwen2.5-72B config.json',
   },
+  -- The reference trainer's model (tools/reftrain): the Llama shape scaled down to run on CPU
+  -- cores in seconds, over a byte vocabulary (256 ids, the `bytes` tokenizer of tplua data).
+  {
+    id = 'ref-tiny', family = 'llama', hf_name = 'none',
+    num_layers = 2, hidden_size = 64, ffn_hidden_size = 256,
+    num_attention_heads = 4, num_kv_heads = 4, head_dim = 16, vocab_size = 256,
+    max_position_embeddings = 1024, rope_theta = 10000.0, norm_eps = 1e-5,
+    tie_embeddings = true, qkv_bias = false,
+    source = 'tplua reference trainer, tools/reftrain/reftrain.py (no published config.json)',
+  },
 }
 
 local BY_ID = {}

@@ -127,6 +127,18 @@ local function print_config(out, cfg, indent)
   end
 end
 
+-- The files of a run: one line each, a batch script (*.sbatch) shown whole.
+local function print_files(out, dir, files, indent)
+  for _, f in ipairs(config.sorted_keys(files or {})) do
+    out:write(string.format('%sfile %s/%s (%d bytes)\n', indent, dir, f, #files[f]))
+    if f:match('%.sbatch$') then
+      for line in files[f]:gmatch('[^\n]+') do
+        out:write(indent .. '  | ' .. line .. '\n')
+      end
+    end
+  end
+end
+
 local function severity_rank(s)
   return s == 'error' and 1 or (s == 'warning' and 2 or 3)
 end
@@ -208,10 +220,8 @@ function M.print(plan, out, opts)
       out:write('    ' .. label .. '\n')
       if not opts.brief then
         out:write('      $ ' .. r.command .. '\n')
-        local files = config.sorted_keys(r.files or {})
-        for _, f in ipairs(files) do
-          out:write(string.format('      file %s/%s (%d bytes)\n', r.output, f, #r.files[f]))
-        end
+        -- A Slurm run's batch script is its real command: shown whole.
+        print_files(out, r.output, r.files, '      ')
         for _, note in ipairs(r.notes or {}) do
           out:write('      note: ' .. note .. '\n')
         end
@@ -279,6 +289,33 @@ function M.format(plan, opts)
   }
   M.print(plan, sink, opts)
   return table.concat(parts)
+end
+
+--- Prints what a campaign (tp.campaign{...}) would run: every run with its exact command, the
+--- files written before it starts (a Slurm batch script in full), its timeout.
+---@param c tp.Campaign
+---@param out? file*
+function M.print_campaign(c, out)
+  out = out or io.stdout
+  local launch = require('tp.launch')
+  out:write(string.format('campaign: %s\n', c.name or '(unnamed)'))
+  out:write(string.format('results: %s\n', c.results))
+  out:write(string.format('runs (%d):\n', #c.runs))
+  for _, r in ipairs(c.runs) do
+    local label = r.id
+    if r.framework then
+      label = label .. '  [' .. r.framework .. (r.launcher and (', ' .. r.launcher) or '') .. ']'
+    end
+    out:write('  ' .. label .. '\n')
+    out:write('    $ ' .. launch.describe({ argv = r.argv, env = r.env or {}, cwd = r.cwd })
+      .. '\n')
+    local dir = r.files_dir or (r.config and r.config.paths and r.config.paths.output)
+      or r.cwd or (c.results .. '/' .. r.id .. '.files')
+    print_files(out, dir, r.files, '    ')
+    if r.timeout then
+      out:write(string.format('    timeout %s s\n', tostring(r.timeout)))
+    end
+  end
 end
 
 --- Returns the plan as a JSON-ready table: plain data only (no functions, hardware as its id).

@@ -26,7 +26,7 @@ local RUN_TYPES = {
   gpus = 'integer', platform = 'string', framework = 'string', model = 'string',
   dataset = 'string', methodology = 'string', ['repeat'] = 'integer', config = 'table',
   files = 'table', files_dir = 'string', total_iters = 'integer', experiment = 'string',
-  hardware = 'string',
+  hardware = 'string', launcher = 'string',
 }
 
 -- The fields that define what a run computes: they make up its config hash. Supervision
@@ -547,6 +547,9 @@ end
 -- tp.proc on_line: whole lines go to the parser; pieces of an overlong line are joined (up to
 -- MAX_LINE bytes, the rest dropped) so that stdout and stderr lines never interleave mid-line.
 function Active:on_line(stream, line, partial)
+  if self.run.launcher == 'slurm' and not partial and not self.pending[stream] then
+    self:on_slurm_line(line)
+  end
   local pend = self.pending[stream]
   if partial or pend then
     pend = pend or { n = 0 }
@@ -569,6 +572,10 @@ end
 ---@param now number monotonic seconds
 function Active:tick(now)
   local minutes = self.abort.stall_minutes
+  if self.queued then
+    -- Time in the scheduler's queue is not a stall.
+    self.last_progress = now
+  end
   if minutes and not self.exited and not self.stopped_by
     and now - self.last_progress > minutes * 60 then
     local what = self.state.iteration and ('iteration ' .. self.state.iteration) or 'the start'
@@ -758,6 +765,15 @@ function Active:classify(log)
   if self.stopped_by then
     return 'failed', self.stop_message
   end
+  local job = self.slurm_job
+  if job and job.finished and job.state and job.state ~= 'COMPLETED' and not self.interrupted
+    and not r.interrupted then
+    local s = require('tp.launch.slurm').STATES[job.state]
+    local errs = log and log_errors(log)
+    self.stopped_by = s and s.outcome ~= 'crash' and s.outcome or nil
+    return 'failed', string.format('Slurm job %s ended %s (exit code %s)%s', tostring(job.job_id),
+      job.state, tostring(job.exit_code), errs and ('; ' .. errs) or '')
+  end
   if (self.interrupted or r.interrupted) and not complete then
     return 'interrupted', 'interrupted by ' .. tostring(self.interrupted or r.interrupted)
   end
@@ -878,6 +894,15 @@ function Active:build_record(log, status, reason)
       timed_out = r.timed_out == true, stragglers = r.stragglers or 0 },
     rusage = r.rusage or json.null,
   }
+  if self.slurm_job then
+    local j = self.slurm_job
+    rec.slurm = { job_id = j.job_id or json.null, state = j.state or json.null,
+      exit_code = j.exit_code or json.null, nodelist = j.nodelist or json.null,
+      nodes = j.nodes or json.array(), node_logs = j.node_logs or json.array(),
+      batch_log = j.batch_log or json.null, script = j.script or json.null,
+      attached = j.attached == true, cancelled_by_tplua = j.cancelled_by_tplua == true,
+      submitted_at = j.submitted_at or json.null, ended_at = j.ended_at or json.null }
+  end
   rec.energy_metrics = self.energy or { measured = false,
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }
   return scrubber:value(rec)
@@ -923,6 +948,10 @@ function Active:finalize()
     f.telemetry = true
   end
   local ctx = self.ctx
+  if not f.slurm and self.run.launcher == 'slurm' then
+    self:settle_slurm_job()
+    f.slurm = true
+  end
   if not f.outcome then
     self.result = self.result or { code = 127 }
     f.log = f.log or { records = {}, diagnostics = {}, args = {}, meta = {} }
@@ -1025,6 +1054,89 @@ function M.execute(run, opts)
     ctx.view:close()
   end
   return outcome
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Runs launched as Slurm jobs (tp.launch.slurm): `tplua slurm job DIR` submits and follows the
+-- job; its status lines (stderr, 'tplua slurm: ...') reach on_line, and DIR/slurm.json holds the
+-- job's id and final state.
+
+-- A status line of `tplua slurm job`: the job id goes into the journal, queue states into the
+-- live view.
+function Active:on_slurm_line(line)
+  local msg = line:match('^tplua slurm: (.*)$')
+  if not msg then
+    return
+  end
+  local submitted = msg:match('^submitted batch job (%d+)')
+  local attached = msg:match('^attached to job (%d+)')
+  local job = submitted or attached
+  if job then
+    self.slurm_job_id = math.tointeger(tonumber(job))
+    self.queued = true
+    if self.ctx.journal then
+      self.ctx.journal({ event = 'slurm_job', id = self.run.id, attempt = self.ctx.attempt,
+        job_id = self.slurm_job_id, attached = attached ~= nil })
+    end
+  end
+  local state, why = msg:match('^job %d+ ([%u_]+)(.*)$')
+  if state then
+    self.queued = state == 'PENDING' or state == 'CONFIGURING' or state == 'REQUEUED'
+    self.state.queue = self.queued and (state .. why) or nil
+    if self.queued then
+      self.last_progress = mono()
+    end
+  end
+  if self.ctx.view and (job or state) then
+    self.ctx.view:note(self.run.id .. ': slurm: ' .. msg)
+  end
+end
+
+local function slurm_state_path(self)
+  local slurm = require('tp.launch.slurm')
+  return fs.join(files_dir(self.run, self.ctx.results), slurm.STATE)
+end
+
+-- After `tplua slurm job` exited: reads the job's state; a job still running (tplua stopped the
+-- run: early abort, timeout, interrupt) is cancelled with scancel and followed to its end.
+function Active:settle_slurm_job()
+  local path = slurm_state_path(self)
+  local ok, st = pcall(json.load_file, path)
+  if not ok or type(st) ~= 'table' then
+    return
+  end
+  self.slurm_job = st
+  if st.finished or not st.job_id then
+    return
+  end
+  local cmd = require('tp.cmd.slurm')
+  local slurm = require('tp.launch.slurm')
+  local r = proc.run({ 'scancel', tostring(st.job_id) }, { timeout = 60 })
+  st.cancelled_by_tplua = r ~= nil and r.code == 0
+  if self.ctx.journal then
+    self.ctx.journal({ event = 'slurm_cancel', id = self.run.id, attempt = self.ctx.attempt,
+      job_id = st.job_id, ok = st.cancelled_by_tplua,
+      error = (r and r.code ~= 0) and r.stderr or json.null })
+  end
+  -- Follow the job to its end (bounded): its record then names the final state.
+  local deadline = mono() + 60
+  local waiter <close> = proc.loop()
+  while mono() < deadline do
+    local q = cmd.query(st.job_id)
+    if not q or (slurm.STATES[q.state] and slurm.STATES[q.state].final) then
+      if q then
+        st.state, st.exit_code, st.nodelist, st.reason = q.state, q.exit_code, q.nodelist,
+          q.reason
+        st.finished = true
+      end
+      break
+    end
+    -- A poll of the scheduler at a modest pace, not a wait for something of ours.
+    waiter:spawn({ argv = { 'sleep', '0.5' } })
+    waiter:run()
+  end
+  st.ended_at = M.iso_time()
+  fs.write_atomic(path, json.encode(st, { sort_keys = true }) .. '\n')
 end
 
 M.Active = Active

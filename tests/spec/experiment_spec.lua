@@ -234,7 +234,10 @@ describe('Experiment:plan', function()
     assert.are.equal('docker', ok.platforms.nvd.runs[1].argv[1])
     assert.is_true(has_arg(ok.platforms.nvd.runs[1].argv, '--gpus', 'all'))
     assert.is_true(has_arg(ok.platforms.amd.runs[1].argv, '--device=/dev/kfd'))
-    assert.is_false(e:plan({ launcher = 'slurm' }).ok)
+    assert.is_false(e:plan({ launcher = 'pbs' }).ok)
+    -- A container mounts the run directory: the configs written there are read inside.
+    local run = ok.platforms.amd.runs[1]
+    assert.is_true(has_arg(run.argv, '-v', run.output .. ':' .. run.output))
   end)
 
   it('hands runs over in the shape tp.campaign takes', function()

@@ -120,8 +120,8 @@ end
 
 describe('tp.frameworks', function()
   describe('registry', function()
-    it('lists the four frameworks, sorted', function()
-      assert.are.same({ 'megatron', 'nemo', 'primus', 'torchtitan' }, fw.list())
+    it('lists the built-in frameworks, sorted', function()
+      assert.are.same({ 'megatron', 'nemo', 'primus', 'reference', 'torchtitan' }, fw.list())
     end)
 
     it('returns each adapter with build, keymap and effective', function()
@@ -131,7 +131,7 @@ describe('tp.frameworks', function()
         assert.are.equal('function', type(a.build))
         assert.are.equal('function', type(a.effective))
         assert.are.equal('table', type(a.keymap))
-        assert.are.equal(name, a.parser)
+        assert.are.equal(name == 'reference' and 'megatron' or name, a.parser)
       end
     end)
 
@@ -140,7 +140,8 @@ describe('tp.frameworks', function()
       assert.is_nil(a)
       assert.are.equal('ENOENT', code)
       assert.truthy(err:find("unknown framework 'deepspeed'", 1, true))
-      assert.truthy(err:find('megatron, nemo, primus, torchtitan', 1, true))
+      assert.truthy(err:find('megatron, nemo, primus, reference, torchtitan', 1, true))
+      assert.truthy(err:find('tp.frameworks.register', 1, true))
     end)
 
     it('raises on a non-string name', function()

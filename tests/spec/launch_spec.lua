@@ -18,14 +18,14 @@ local PY = cmd_of({ 'python3', '/w/Megatron-LM/pretrain_gpt.py', '--lr', '0.0003
 describe('tp.launch', function()
   describe('registry', function()
     it('lists and returns the launchers', function()
-      assert.are.same({ 'container', 'local', 'torchrun' }, launch.list())
+      assert.are.same({ 'container', 'local', 'ranks', 'slurm', 'torchrun' }, launch.list())
       for _, n in ipairs(launch.list()) do
         assert.are.equal('function', type(assert(launch.get(n)).wrap))
       end
-      local l, err, code = launch.get('slurm')
+      local l, err, code = launch.get('pbs')
       assert.is_nil(l)
       assert.are.equal('ENOENT', code)
-      assert.truthy(err:find("unknown launcher 'slurm'", 1, true))
+      assert.truthy(err:find("unknown launcher 'pbs'", 1, true))
     end)
   end)
 

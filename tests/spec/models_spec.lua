@@ -4,6 +4,9 @@ local models = require('tp.models')
 
 local IDS = { 'llama3.1-8b', 'llama3.1-70b', 'llama3.1-405b', 'llama3.2-1b', 'llama3.2-3b',
   'qwen2.5-7b', 'qwen2.5-14b', 'qwen2.5-32b', 'qwen2.5-72b' }
+-- The reference trainer's model (no published config.json), last in the catalog.
+local ALL_IDS = { table.unpack(IDS) }
+ALL_IDS[#ALL_IDS + 1] = 'ref-tiny'
 
 local FIELDS = { id = 'string', family = 'string', hf_name = 'string', num_layers = 'number',
   hidden_size = 'number', ffn_hidden_size = 'number', num_attention_heads = 'number',
@@ -12,9 +15,12 @@ local FIELDS = { id = 'string', family = 'string', hf_name = 'string', num_layer
   tie_embeddings = 'boolean', qkv_bias = 'boolean', source = 'string' }
 
 describe('tp.models', function()
-  it('lists the nine models in catalog order', function()
-    assert.are.same(IDS, models.ids())
-    assert.are.equal(9, #models.list())
+  it('lists the nine published models and ref-tiny in catalog order', function()
+    assert.are.same(ALL_IDS, models.ids())
+    assert.are.equal(10, #models.list())
+    local tiny = assert(models.get('ref-tiny'))
+    assert.are.equal(256, tiny.vocab_size)
+    assert.are.equal(tiny.hidden_size, tiny.num_attention_heads * tiny.head_dim)
   end)
 
   it('gives every row the field names framework adapters read', function()

@@ -85,7 +85,19 @@ local FRAMEWORK_FORMATS = {
   primus = { primus = true, megatron = true, torchtitan = true },
   nemo = { nemo = true },
   torchtitan = { torchtitan = true },
+  reference = { megatron = true },
 }
+
+-- The log formats a framework's output may have: the table above, else the adapter's parser
+-- (an adapter a user registered).
+local function formats_of(fw)
+  local known = FRAMEWORK_FORMATS[fw]
+  if known then
+    return known
+  end
+  local adapter = require('tp.frameworks').get(fw)
+  return adapter and { [adapter.parser] = true } or {}
+end
 
 -- Platform of a GPU vendor (tp.hardware rows' `vendor`), as tp.experiment pairs them.
 local VENDOR_PLATFORM = { amd = 'amd', nvidia = 'nvd' }
@@ -354,7 +366,7 @@ local function extract_one(path, opts, ident)
     return nil, 1
   end
   local fw = ident.framework
-  if fw and log.format and not FRAMEWORK_FORMATS[fw][log.format] then
+  if fw and log.format and not formats_of(fw)[log.format] then
     io.stderr:write(string.format("tplua extract: option '--framework': %s does not fit %s, "
       .. 'whose format is %s (record not written)\n', fw, path, log.format))
     return nil, 2
@@ -392,7 +404,7 @@ local function identity(opts)
     if not contains(known, opts.framework) then
       return nil, "option '--framework': " .. unknown('framework', opts.framework, known)
     end
-    if opts.format and not FRAMEWORK_FORMATS[opts.framework][opts.format] then
+    if opts.format and not formats_of(opts.framework)[opts.format] then
       return nil, string.format("option '--framework': %s does not fit '--format %s'",
         opts.framework, opts.format)
     end

@@ -13,7 +13,11 @@ GPU, every run with its id and exact command, the sweep points left out and why,
 findings (errors, warnings, notes). Nothing is started.
 
 The recipe's flags apply (see 'tplua RECIPE.lua --help'): --iters N, --repeats N,
---results DIR, --only PLATFORM, --launcher local|torchrun|container, --no-prune, and its own.
+--results DIR, --only PLATFORM, --launcher local|torchrun|ranks|container|slurm, --no-prune,
+and its own. A Slurm run shows its batch script in full.
+
+A file returning tp.campaign{...} (docs/campaign.md) prints its runs: each exact command and the
+files written before it starts (a batch script in full).
 
   --json      print the plan as JSON (schema tplua.plan/1) instead
   -h, --help  show this help
@@ -42,6 +46,14 @@ function M.run(args)
     return 1
   end
   local rest = table.move(args, 2, #args, 1, {})
+  if require('tp.campaign').is_campaign(exp) then
+    if #rest > 0 then
+      return require('tp.cli').usage_error('plan', 'a campaign file takes no flags: '
+        .. rest[1], M.usage)
+    end
+    require('tp.plan').print_campaign(exp, io.stdout)
+    return 0
+  end
   return exp:cli(rest, 'plan', 'tplua plan ' .. path)
 end
 

@@ -14,8 +14,8 @@ results directory. Prints a short plan first. Unlike 'tplua RECIPE.lua' it does 
 afterwards ('tplua compare DIR' does).
 
 The recipe's flags apply (see 'tplua RECIPE.lua --help'): --iters N, --repeats N,
---results DIR, --only PLATFORM, --launcher local|torchrun|container, --dry-run, --no-prune,
-and its own.
+--results DIR, --only PLATFORM, --launcher local|torchrun|ranks|container|slurm, --dry-run,
+--no-prune, and its own.
 
   -h, --help  show this help
 

@@ -5,22 +5,109 @@
 
 local M = {}
 
-local NAMES = { 'megatron', 'nemo', 'primus', 'torchtitan' }
+-- The adapters that ship with tplua (tp.frameworks.<name>).
+local BUILTIN = { 'megatron', 'nemo', 'primus', 'reference', 'torchtitan' }
 
---- Lists the known framework names, sorted.
+-- Adapters added with M.register, by name.
+local registered = {}
+
+local function is_builtin(name)
+  for _, n in ipairs(BUILTIN) do
+    if n == name then
+      return true
+    end
+  end
+  return false
+end
+
+--- Lists the framework names: the built-in adapters and those registered, sorted.
 ---```lua
 ---for _, name in ipairs(tp.frameworks.list()) do print(name) end
 ---```
 ---@return string[]
 function M.list()
   local out = {}
-  for i, n in ipairs(NAMES) do
+  for i, n in ipairs(BUILTIN) do
     out[i] = n
   end
+  for n in pairs(registered) do
+    if not is_builtin(n) then
+      out[#out + 1] = n
+    end
+  end
+  table.sort(out)
   return out
 end
 
+-- The fields an adapter must have, and those it may have, with their types.
+local ADAPTER_FIELDS = { build = 'function', parser = 'string' }
+local ADAPTER_OPTIONAL = { name = 'string', effective = 'function', keymap = 'table',
+  launcher = 'string' }
+
+local function check_adapter(name, a, level)
+  if type(a) ~= 'table' then
+    error(string.format("frameworks: adapter '%s' must be a table, got %s", name, type(a)), level)
+  end
+  for k, kind in pairs(ADAPTER_FIELDS) do
+    if type(a[k]) ~= kind then
+      error(string.format("frameworks: adapter '%s' needs %s (a %s), got %s", name, k, kind,
+        type(a[k])), level)
+    end
+  end
+  for k, kind in pairs(ADAPTER_OPTIONAL) do
+    if a[k] ~= nil and type(a[k]) ~= kind then
+      error(string.format("frameworks: adapter '%s': %s must be a %s, got %s", name, k, kind,
+        type(a[k])), level)
+    end
+  end
+end
+
+--- Adds a framework adapter under `name`, so that recipes, campaigns and sweeps can name it
+--- like a built-in one. The adapter is a table with `build(config) -> cmd` (cmd: { argv, env,
+--- files?, parser, cwd?, launcher? }) and `parser` (a tp.log format name); `effective(args)`
+--- (the log's printed arguments back to unified keys, for the audit) is optional. A built-in
+--- name cannot be replaced; registering a name again replaces the earlier registration.
+---```lua
+---tp.frameworks.register('mytrainer', {
+---  parser = 'megatron',
+---  build = function(config)
+---    local c = tp.frameworks.normalize(config)
+---    return { argv = { 'python3', 'train.py', '--lr', tostring(c.training.lr) }, env = {},
+---             parser = 'megatron' }
+---  end,
+---})
+---```
+---@param name string  letters, digits, '_' and '-'
+---@param adapter table
+---@return table adapter
+function M.register(name, adapter)
+  if type(name) ~= 'string' or not name:match('^[%a][%w_%-]*$') then
+    error("frameworks.register: name must be letters, digits, '_' or '-' (a letter first), got "
+      .. tostring(name), 2)
+  end
+  if is_builtin(name) then
+    error(string.format("frameworks.register: '%s' is a built-in adapter and cannot be replaced",
+      name), 2)
+  end
+  check_adapter(name, adapter, 3)
+  adapter.name = adapter.name or name
+  registered[name] = adapter
+  return adapter
+end
+
+--- Removes a registered adapter (not a built-in one). Returns whether it was registered.
+---@param name string
+---@return boolean
+function M.unregister(name)
+  local was = registered[name] ~= nil
+  registered[name] = nil
+  return was
+end
+
 --- Returns the adapter module of a framework, or nil, message, 'ENOENT' for an unknown name.
+--- Looks in this order: a registered adapter, a built-in one, then a module
+--- `tp.frameworks.<name>` anywhere on package.path (a user's adapter file; it is registered
+--- when found).
 ---```lua
 ---local megatron = assert(tp.frameworks.get('megatron'))
 ---local cmd = megatron.build(config)
@@ -31,13 +118,31 @@ function M.get(name)
   if type(name) ~= 'string' then
     error('frameworks.get: name must be a string, got ' .. type(name), 2)
   end
-  for _, n in ipairs(NAMES) do
-    if n == name then
-      return require('tp.frameworks.' .. name)
+  if registered[name] then
+    return registered[name]
+  end
+  if is_builtin(name) then
+    return require('tp.frameworks.' .. name)
+  end
+  if name:match('^[%a][%w_%-]*$') then
+    local modname = 'tp.frameworks.' .. name
+    if package.searchpath(modname, package.path) then
+      local ok, mod = pcall(require, modname)
+      if not ok then
+        return nil, string.format("frameworks: the adapter module %s cannot be loaded: %s",
+          modname, tostring(mod)), 'EINVAL'
+      end
+      local cok, cerr = pcall(check_adapter, name, mod, 1)
+      if not cok then
+        return nil, tostring(cerr), 'EINVAL'
+      end
+      registered[name] = mod
+      return mod
     end
   end
-  return nil, string.format("frameworks: unknown framework '%s' (known: %s)", name,
-    table.concat(NAMES, ', ')), 'ENOENT'
+  return nil, string.format("frameworks: unknown framework '%s' (known: %s; add one with "
+    .. 'tp.frameworks.register or a module tp.frameworks.%s on package.path)', name,
+    table.concat(M.list(), ', '), name), 'ENOENT'
 end
 
 -- ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 local M = {}
 
-local NAMES = { 'container', 'local', 'torchrun' }
+local NAMES = { 'container', 'local', 'ranks', 'slurm', 'torchrun' }
 
 --- Lists the launcher names, sorted.
 ---@return string[]

@@ -1,0 +1,220 @@
+-- Runs through a REAL Slurm cluster (munge, slurmctld and two slurmd "nodes" on this host, started
+-- by tests/slurm_cluster.lua and stopped by pid) with the real binary: the 2-node x 2-rank
+-- reference training matches a local 4-rank run, and a failing job, a job cancelled from
+-- outside, a job over its time limit and a tplua killed with SIGKILL while its job runs each end
+-- as a user would expect. Needs root, Slurm, munge and python3-torch; pending without them.
+local h = require('helper')
+local json = require('tp.json')
+local proc = require('tp.proc')
+local campaign = require('tp.campaign')
+local cluster_mod = require('slurm_cluster')
+
+local function missing()
+  local ok, why = cluster_mod.available()
+  if not ok then
+    return why
+  end
+  local r = proc.run({ '/usr/bin/python3', '-c', 'import torch' }, { timeout = 120 })
+  if not r or r.code ~= 0 then
+    return 'PyTorch is not installed for /usr/bin/python3 (scripts/install-deps installs '
+      .. 'python3-torch)'
+  end
+  return nil
+end
+
+local function events(dir)
+  return assert(campaign.read_journal(dir .. '/journal.jsonl')).events
+end
+
+local function events_of(dir, kind)
+  local out = {}
+  for _, e in ipairs(events(dir)) do
+    if e.event == kind then
+      out[#out + 1] = e
+    end
+  end
+  return out
+end
+
+-- A campaign of one reference run as a 2 x 2 Slurm job, with extra trainer flags and slurm
+-- options (a Lua table constructor's text).
+local function campaign_file(dir, id, extra, slurm_opts, iters)
+  local path = dir .. '/' .. id .. '.lua'
+  h.write(path, string.format([[
+local tp = require('tp')
+local ref = tp.frameworks.get('reference')
+local config = ref.smoke_config(2, 2)
+config.training.iters = %d
+local cmd = ref.build(config)
+for _, a in ipairs(%s) do cmd.argv[#cmd.argv + 1] = a end
+local opts = { dir = %q, nodes = 2, gpus_per_node = 2, gpus = false, poll = 1 }
+for k, v in pairs(%s) do opts[k] = v end
+local job = tp.launch.get('slurm').wrap(cmd, opts)
+return tp.campaign({ results = %q, runs = { { id = %q, argv = job.argv, env = job.env,
+  files = job.files, files_dir = job.files_dir, launcher = job.launcher, parser = 'megatron',
+  framework = 'reference', config = config, timeout = 900 } } })
+]], iters or 40, extra or '{}', dir .. '/' .. id, slurm_opts or '{}', dir, id))
+  return path
+end
+
+-- Starts tplua in the background; returns the process.
+local function spawn_tplua(args, env)
+  local argv = { h.bin }
+  for _, a in ipairs(args) do
+    argv[#argv + 1] = a
+  end
+  return assert(proc.spawn({ argv = argv, env = env, cwd = h.source_dir, capture = true }))
+end
+
+-- Polls until `check()` is true (every 0.2 s, at most `timeout` seconds).
+local function wait_until(check, timeout, what)
+  local clock = require('tp.gpu').now
+  local deadline = clock() + timeout
+  local loop <close> = proc.loop()
+  while not check() do
+    assert(clock() < deadline, what .. ' did not happen within ' .. timeout .. ' s')
+    loop:spawn({ argv = { 'sleep', '0.2' } })
+    loop:run()
+  end
+end
+
+describe('tplua on a real Slurm cluster #slow', function()
+  local why = missing()
+  if why then
+    it('runs training jobs through Slurm', function()
+      pending(why)
+    end)
+    return
+  end
+
+  local cluster
+  setup(function()
+    cluster = cluster_mod.start()
+  end)
+  teardown(function()
+    if cluster then
+      cluster:stop()
+    end
+  end)
+
+  local function tplua(args, extra_env)
+    local env = { SLURM_CONF = cluster.conf }
+    for k, v in pairs(extra_env or {}) do
+      env[k] = v
+    end
+    return h.run(args, { env = env, cwd = h.source_dir })
+  end
+
+  it('runs the 2-node x 2-rank smoke job, with the losses of a local 4-rank run', function()
+    local dir = h.tmpdir()
+    local plan = tplua({ 'plan', 'examples/slurm_smoke.lua' }, { TPLUA_SMOKE_DIR = dir })
+    assert.are.equal(0, plan.code, plan.stderr)
+    assert.truthy(plan.stdout:find('| #SBATCH --nodes=2', 1, true), plan.stdout)
+
+    local r = tplua({ 'run', 'examples/slurm_smoke.lua' }, { TPLUA_SMOKE_DIR = dir })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr .. cluster:logs())
+    local rec = assert(json.load_file(dir .. '/slurm-smoke-2x2.json'))
+    assert.are.equal('completed', rec.status)
+    assert.are.equal('COMPLETED', rec.slurm.state)
+    assert.are.same({ 'n1', 'n2' }, rec.slurm.nodes)
+    assert.are.equal(2, #rec.slurm.node_logs)
+    assert.is_true(math.type(rec.slurm.job_id) == 'integer')
+    assert.truthy(r.stdout:find('slurm: submitted batch job ' .. rec.slurm.job_id, 1, true))
+    local jobs = events_of(dir, 'slurm_job')
+    assert.are.equal(1, #jobs)
+    assert.are.equal(rec.slurm.job_id, jobs[1].job_id)
+
+    local ldir = h.tmpdir()
+    local l = tplua({ 'run', 'examples/smoke.lua', '--results', ldir },
+      { TPLUA_SMOKE_RANKS = '4' })
+    assert.are.equal(0, l.code, l.stdout .. l.stderr)
+    local lrec = assert(json.load_file(ldir .. '/smoke-4ranks.json'))
+    assert.are.same(lrec.iterations, rec.iterations)
+    assert.are.equal(#lrec.loss_values, #rec.loss_values)
+    for i, v in ipairs(lrec.loss_values) do
+      assert.is_true(math.abs(v - rec.loss_values[i]) <= 1e-4,
+        string.format('iteration %d: local %.6f, slurm %.6f', lrec.iterations[i], v,
+          rec.loss_values[i]))
+    end
+    assert.are.same(lrec.learning_rates, rec.learning_rates)
+    assert.are.equal(lrec.training_config.global_batch_size, rec.training_config.global_batch_size)
+    assert.are.equal(lrec.training_config.seq_length, rec.training_config.seq_length)
+  end)
+
+  it('records a failing job as failed, with the job state and the trainer error', function()
+    local dir = h.tmpdir()
+    local path = campaign_file(dir, 'fails', "{ '--fail-at', '3' }")
+    local r = tplua({ 'run', path })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    local rec = assert(json.load_file(dir .. '/fails.json'))
+    assert.are.equal('failed', rec.status)
+    assert.are.equal('FAILED', rec.slurm.state)
+    -- srun's status: a failed rank's 1, or 143 for the ranks --kill-on-bad-exit stopped.
+    assert.is_true(rec.slurm.exit_code ~= 0, json.encode(rec.slurm))
+    assert.truthy(tostring(rec.failure_reason):find('ended FAILED', 1, true))
+    local log = h.read(dir .. '/fails.log')
+    assert.truthy(log:find('failing at iteration 3 as asked', 1, true), log)
+  end)
+
+  it('records a job cancelled from outside as cancelled, never a crash', function()
+    local dir = h.tmpdir()
+    local path = campaign_file(dir, 'cancelme', "{ '--sleep-ms', '300' }", nil, 400)
+    local p = spawn_tplua({ 'run', path }, { SLURM_CONF = cluster.conf })
+    local job
+    wait_until(function()
+      local log = h.read(dir .. '/cancelme.log') or ''
+      job = job or log:match('submitted batch job (%d+)')
+      return job ~= nil and log:find('iteration', 1, true) ~= nil
+    end, 120, 'the first iteration')
+    local c = cluster:run({ 'scancel', job })
+    assert.are.equal(0, c.code, c.stderr)
+    local res = p:wait()
+    assert.are.equal(1, res.code, json.encode(res))
+    local rec = assert(json.load_file(dir .. '/cancelme.json'))
+    assert.are.equal('failed', rec.status)
+    assert.are.equal('cancelled', rec.stopped_by)
+    assert.are.equal('CANCELLED', rec.slurm.state)
+    assert.is_false(rec.slurm.cancelled_by_tplua)
+  end)
+
+  it('re-attaches to its running job after tplua is killed with SIGKILL', function()
+    local dir = h.tmpdir()
+    local path = campaign_file(dir, 'resume', "{ '--sleep-ms', '100' }", nil, 60)
+    local p = spawn_tplua({ 'run', path }, { SLURM_CONF = cluster.conf })
+    wait_until(function()
+      return (h.read(dir .. '/resume.log') or ''):find('iteration', 1, true) ~= nil
+    end, 120, 'the first iteration')
+    p:kill('SIGKILL')
+    p:wait()
+    local r = tplua({ 'run', path })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stdout:find('slurm: attached to job', 1, true), r.stdout)
+    local jobs = events_of(dir, 'slurm_job')
+    assert.are.equal(2, #jobs)
+    assert.are.equal(jobs[1].job_id, jobs[2].job_id)
+    assert.is_false(jobs[1].attached)
+    assert.is_true(jobs[2].attached)
+    local rec = assert(json.load_file(dir .. '/resume.json'))
+    assert.are.equal('completed', rec.status)
+    assert.are.equal(jobs[1].job_id, rec.slurm.job_id)
+    assert.is_true(rec.slurm.attached)
+    -- One job only: the cluster never saw a second submission.
+    local q = cluster:run({ 'scontrol', 'show', 'job', '-o' })
+    local count = 0
+    for _ in q.stdout:gmatch('JobName=tplua%-resume ') do
+      count = count + 1
+    end
+    assert.are.equal(1, count, q.stdout)
+  end)
+
+  it('records a job over its time limit as timeout', function()
+    local dir = h.tmpdir()
+    local path = campaign_file(dir, 'slow', "{ '--sleep-ms', '2000' }", '{ time = 1 }', 400)
+    local r = tplua({ 'run', path })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    local rec = assert(json.load_file(dir .. '/slow.json'))
+    assert.are.equal('TIMEOUT', rec.slurm.state)
+    assert.are.equal('timeout', rec.stopped_by)
+    assert.are.equal('failed', rec.status)
+  end)
+end)
