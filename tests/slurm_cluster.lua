@@ -70,6 +70,18 @@ end
 local Cluster = {}
 Cluster.__index = Cluster
 
+-- The argv that starts a daemon in a session of its own. tp.proc kills what is left of a child's
+-- process group when the child exits, and a daemon that has forked but not yet called setsid()
+-- is still in that group: setsid(1) --wait moves it out first, and returns when the daemon's
+-- first process has exited (after its own fork).
+local function daemon(argv)
+  local out = { 'setsid', '--wait' }
+  for _, a in ipairs(argv) do
+    out[#out + 1] = a
+  end
+  return out
+end
+
 --- Starts the cluster. Returns it ({ dir, conf, env = { SLURM_CONF = ... }, stop = fn }).
 function M.start()
   local dir = h.tmpdir()
@@ -90,8 +102,8 @@ function M.start()
     end
     assert(fs.mkdir_p('/run/munge'))
     assert(proc.run({ 'chown', 'munge:munge', '/run/munge', dir .. '/munge' }))
-    local r = assert(proc.run({ 'runuser', '-u', 'munge', '--', '/usr/sbin/munged',
-      '--pid-file=' .. dir .. '/munge/munged.pid' }, { timeout = 30 }))
+    local r = assert(proc.run(daemon({ 'runuser', '-u', 'munge', '--', '/usr/sbin/munged',
+      '--pid-file=' .. dir .. '/munge/munged.pid' }), { timeout = 30 }))
     assert(r.code == 0, 'munged: ' .. r.stderr)
     wait_for(function()
       return read_pid(dir .. '/munge/munged.pid') ~= nil
@@ -129,14 +141,19 @@ function M.start()
     'PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP',
   }, '\n') .. '\n')
   local function start(argv, pidfile, name)
-    local r = assert(proc.run(argv, { env = self.env, timeout = 60 }))
+    local r = assert(proc.run(daemon(argv), { env = self.env, timeout = 60 }))
     if r.code ~= 0 then
       self:stop()
       error(string.format('slurm cluster: %s exited %d: %s', name, r.code, r.stderr))
     end
-    wait_for(function()
+    local ok, err = pcall(wait_for, function()
       return read_pid(pidfile) ~= nil
-    end, 15, name .. ' pid file')
+    end, 30, name .. ' pid file')
+    if not ok then
+      local logs = self:logs()
+      self:stop()
+      error(tostring(err) .. '\n' .. logs, 0)
+    end
     self.pids[name] = read_pid(pidfile)
   end
   start({ '/usr/sbin/slurmctld', '-f', self.conf }, dir .. '/slurmctld.pid', 'slurmctld')

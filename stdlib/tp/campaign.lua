@@ -34,8 +34,48 @@ Campaign.__name = 'tp.Campaign'
 local SPEC_TYPES = {
   results = 'string', runs = 'table', name = 'string', abort = 'table', concurrency = 'number',
   kill_grace = 'number', telemetry = 'boolean', telemetry_interval = 'number',
-  progress_interval = 'number', progress_every = 'number',
+  progress_interval = 'number', progress_every = 'number', retry = 'any',
 }
+
+--- Outcomes a run can be retried on (a record's stopped_by), and the default policy: runs ended
+--- by the machine rather than by the training (a preempted job, a failed node) run again, twice
+--- at most.
+M.RETRY_OUTCOMES = { 'preempted', 'node_failure', 'timeout', 'cancelled', 'nccl_failure', 'oom',
+  'stall' }
+M.RETRY_DEFAULT = { on = { 'preempted', 'node_failure' }, max = 2 }
+
+-- Checks a retry policy ({ on = {...}, max = N } or false) and returns { on = set, max = N }.
+local function retry_policy(v, level)
+  if v == false then
+    return { on = {}, max = 0 }
+  end
+  v = v == nil and M.RETRY_DEFAULT or v
+  if type(v) ~= 'table' then
+    error('tp.campaign: retry: { on = {...}, max = N } or false expected, got ' .. type(v), level)
+  end
+  for k in pairs(v) do
+    if k ~= 'on' and k ~= 'max' then
+      error(string.format("tp.campaign: retry: unknown field '%s' (on, max)", tostring(k)), level)
+    end
+  end
+  local max = v.max or M.RETRY_DEFAULT.max
+  if math.type(max) ~= 'integer' or max < 0 then
+    error('tp.campaign: retry.max: a whole number >= 0 expected, got ' .. tostring(max), level)
+  end
+  local on = {}
+  for i, o in ipairs(v.on or M.RETRY_DEFAULT.on) do
+    local known = false
+    for _, k in ipairs(M.RETRY_OUTCOMES) do
+      known = known or k == o
+    end
+    if not known then
+      error(string.format("tp.campaign: retry.on[%d]: '%s' is not one of %s", i, tostring(o),
+        table.concat(M.RETRY_OUTCOMES, ', ')), level)
+    end
+    on[o] = true
+  end
+  return { on = on, max = max }
+end
 
 local EXEC_TYPES = {
   results = 'string', retry_failed = 'boolean', quiet = 'boolean', concurrency = 'number',
@@ -50,7 +90,7 @@ local function check_fields(what, t, spec, level)
     if not want then
       error(string.format("%s: unknown field '%s'", what, tostring(k)), level + 1)
     end
-    if type(v) ~= want then
+    if want ~= 'any' and type(v) ~= want then
       error(string.format('%s: %s: %s expected, got %s', what, k, want, type(v)), level + 1)
     end
   end
@@ -109,11 +149,13 @@ function M.new(spec)
   if spec.abort then
     run_mod.abort_rules(spec.abort)
   end
+  local policy = retry_policy(spec.retry, 3)
   local self = setmetatable({}, Campaign)
   for k, v in pairs(spec) do
     self[k] = v
   end
   self.runs = runs
+  self.retry_policy = policy
   return self
 end
 
@@ -689,6 +731,7 @@ function Campaign:_run_locked(st)
   end
 
   local loop, active = st.loop, st.active
+  st.retries = {}
   local attempt_no = 0
   local fill
   -- A run's exit, delivered inside the loop: record it, then start the next one. Everything runs
@@ -701,7 +744,22 @@ function Campaign:_run_locked(st)
     if sig and not st.interrupted_by then
       st.interrupted_by = sig
     end
-    st.record(a:finalize())
+    local outcome = a:finalize()
+    local policy = self.retry_policy
+    local id = outcome.id
+    if outcome.status == 'failed' and policy.on[outcome.stopped_by or '']
+      and (st.retries[id] or 0) < policy.max and not st.interrupted_by
+      and not loop:interrupted() then
+      -- Not the training's fault (a preempted job, a failed node): run it again.
+      st.retries[id] = (st.retries[id] or 0) + 1
+      journal({ event = 'retry', id = id, hash = a.hash, attempt = a.ctx.attempt,
+        stopped_by = outcome.stopped_by, retry = st.retries[id], max = policy.max })
+      note(string.format('%s: %s: running it again (retry %d of %d)', id, outcome.stopped_by,
+        st.retries[id], policy.max))
+      table.insert(queue, 1, { id = id, hash = a.hash, run = a.run, state = 'failed' })
+    else
+      st.record(outcome)
+    end
     for i, b in ipairs(active) do
       if b == a then
         table.remove(active, i)

@@ -901,7 +901,8 @@ function Active:build_record(log, status, reason)
       nodes = j.nodes or json.array(), node_logs = j.node_logs or json.array(),
       batch_log = j.batch_log or json.null, script = j.script or json.null,
       attached = j.attached == true, cancelled_by_tplua = j.cancelled_by_tplua == true,
-      submitted_at = j.submitted_at or json.null, ended_at = j.ended_at or json.null }
+      submitted_at = j.submitted_at or json.null, ended_at = j.ended_at or json.null,
+      mode = j.mode or 'batch' }
   end
   rec.energy_metrics = self.energy or { measured = false,
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }
@@ -1070,13 +1071,14 @@ function Active:on_slurm_line(line)
   end
   local submitted = msg:match('^submitted batch job (%d+)')
   local attached = msg:match('^attached to job (%d+)')
-  local job = submitted or attached
+  local step = msg:match('^running in allocation (%d+)')
+  local job = submitted or attached or step
   if job then
     self.slurm_job_id = math.tointeger(tonumber(job))
-    self.queued = true
+    self.queued = step == nil
     if self.ctx.journal then
       self.ctx.journal({ event = 'slurm_job', id = self.run.id, attempt = self.ctx.attempt,
-        job_id = self.slurm_job_id, attached = attached ~= nil })
+        job_id = self.slurm_job_id, attached = attached ~= nil, step = step ~= nil })
     end
   end
   local state, why = msg:match('^job %d+ ([%u_]+)(.*)$')
@@ -1106,7 +1108,8 @@ function Active:settle_slurm_job()
     return
   end
   self.slurm_job = st
-  if st.finished or not st.job_id then
+  if st.finished or not st.job_id or st.mode == 'step' then
+    -- A step of someone's allocation is stopped with its process, never by cancelling the job.
     return
   end
   local cmd = require('tp.cmd.slurm')

@@ -318,6 +318,39 @@ describe('tp.campaign execution', function()
     assert.are.equal(2, #events(dir, 'bad', 'failed'))
   end)
 
+  it('runs again at once a run the retry policy covers, up to max times', function()
+    local dir = h.tmpdir()
+    local c = campaign({ results = dir, retry = { on = { 'timeout' }, max = 1 },
+      runs = { mkrun('slow', gen(10, 400, { '--hang-after', '3' }),
+        { timeout = 0.5, kill_grace = 0.3 }), mkrun('crash', gen(6, 400, { '--crash-at', '4' })) } })
+    local s = assert(exec(c))
+    assert.are.same({ 0, 2 }, { s.finished, s.failed })
+    -- The timed-out run ran twice; the crash (the training's own failure) once.
+    assert.are.equal(2, #events(dir, 'slow', 'started'))
+    assert.are.equal(1, #events(dir, 'slow', 'retry'))
+    local retry = events(dir, 'slow', 'retry')[1]
+    assert.are.same({ 'timeout', 1, 1 }, { retry.stopped_by, retry.retry, retry.max })
+    assert.are.equal('timeout', load(dir .. '/slow.json.failed-1').stopped_by)
+    assert.are.equal(1, #events(dir, 'crash', 'started'))
+    assert.are.equal(0, #events(dir, 'crash', 'retry'))
+    assert.are.equal('timeout', s.runs.slow.stopped_by)
+  end)
+
+  it('checks the retry policy', function()
+    for _, case in ipairs({
+      { { on = { 'crash' } }, "retry.on[1]: 'crash' is not one of preempted" },
+      { { max = -1 }, 'retry.max: a whole number >= 0 expected' },
+      { { tries = 2 }, "retry: unknown field 'tries'" },
+      { 'always', 'retry: { on = {...}, max = N } or false expected' },
+    }) do
+      local ok, err = pcall(campaign, { results = '/tmp/x', runs = {}, retry = case[1] })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(case[2], 1, true), tostring(err))
+    end
+    assert.is_true(campaign.is_campaign(campaign({ results = '/tmp/x', runs = {},
+      retry = false })))
+  end)
+
   it('writes a failed record when the program cannot start', function()
     local dir = h.tmpdir()
     local s = assert(exec(campaign({ results = dir, runs = {

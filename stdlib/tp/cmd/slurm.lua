@@ -7,7 +7,7 @@ local M = {}
 M.summary = 'submit a run\'s Slurm job and follow it to its end; expand host lists'
 
 M.usage = [[
-usage: tplua slurm job DIR [--poll SECONDS]
+usage: tplua slurm job DIR [--poll SECONDS] [--submit]
        tplua slurm hostnames LIST [--parser]
 
 job: submits DIR/job.sbatch with 'sbatch --parsable' (the script tp.launch.slurm writes), or,
@@ -19,6 +19,10 @@ reasons included), and exits when the job ends. DIR/slurm.json keeps the job id,
 code, node list and log paths. The job is never cancelled here: tplua's run supervisor cancels
 it when it stops a run; when this process loses its parent (tplua killed), it stops following
 and leaves the job running for the next attach.
+
+Inside an allocation (SLURM_JOB_ID set: under salloc, or tplua itself in a batch job) the
+script runs here instead, as it is: its srun becomes a step of that allocation, and the step's
+exit status is the run's ('running in allocation N'). --submit submits a new job all the same.
 
 hostnames: prints the hosts of a Slurm host list such as 'gpu[01-04,07],cpu3', one per line,
 with 'scontrol show hostnames' when it answers, else (or with --parser) tplua's own parser.
@@ -165,12 +169,77 @@ local function node_logs(dir)
   return paths
 end
 
+-- Inside an allocation (salloc, or a batch script that runs tplua): the script runs here as it
+-- is (its #SBATCH lines are comments), its srun making a step of the allocation; the step's exit
+-- status is the run's. Never cancels the allocation.
+local function step(dir, script, state_path, alloc)
+  local proc = require('tp.proc')
+  local slurm = require('tp.launch.slurm')
+  local job_id = math.tointeger(tonumber(alloc)) or alloc
+  for _, p in ipairs(node_logs(dir)) do
+    os.remove(p)
+  end
+  local state = { job_id = job_id, mode = 'step', finished = false, script = script,
+    submitted_at = now_iso() }
+  write_state(state_path, state)
+  say('running in allocation %s: the script runs here, srun makes a job step', tostring(job_id))
+  local follow = follower(io.stdout)
+  local parent = ppid()
+  local loop <close> = proc.loop()
+  local result, detached
+  local function forward(stream, line, partial)
+    local out = stream == 'stderr' and io.stderr or io.stdout
+    out:write(line, partial and '' or '\n')
+    out:flush()
+  end
+  local sh = assert(loop:spawn({ argv = { 'bash', script }, cwd = dir, on_line = forward,
+    on_exit = function(r)
+      result = r
+    end }))
+  loop:timer(0.5, function()
+    for _, p in ipairs(node_logs(dir)) do
+      follow:add(p)
+    end
+    follow:poll(false)
+    if ppid() ~= parent and not detached then
+      -- Nobody follows the step any more: stop it (the allocation stays).
+      detached = true
+      sh:kill()
+    end
+  end)
+  local summary = assert(loop:run())
+  for _, p in ipairs(node_logs(dir)) do
+    follow:add(p)
+  end
+  follow:poll(true)
+  local nodelist = os.getenv('SLURM_JOB_NODELIST')
+  state.nodelist = nodelist
+  state.nodes = nodelist and slurm.hostnames(nodelist) or {}
+  state.node_logs = node_logs(dir)
+  state.ended_at = now_iso()
+  if summary.interrupted or detached then
+    state.state = 'CANCELLED'
+    state.finished = true
+    state.exit_code = result and result.code
+    write_state(state_path, state)
+    say('step stopped (%s)', detached and 'lost the parent process'
+      or tostring(summary.interrupted))
+    return summary.exit_code or 130
+  end
+  state.exit_code = result.code
+  state.state = result.code == 0 and 'COMPLETED' or 'FAILED'
+  state.finished = true
+  write_state(state_path, state)
+  say('job %s ended %s (exit code %s)', tostring(job_id), state.state, tostring(result.code))
+  return result.code == 0 and 0 or result.code
+end
+
 local function job(args)
   local cli = require('tp.cli')
   local fs = require('tp.fs')
   local proc = require('tp.proc')
   local slurm = require('tp.launch.slurm')
-  local opts, rest = cli.parse(args, { poll = 'number', help = 'boolean' })
+  local opts, rest = cli.parse(args, { poll = 'number', submit = 'boolean', help = 'boolean' })
   if not opts then
     return cli.usage_error('slurm', rest, M.usage)
   end
@@ -192,6 +261,10 @@ local function job(args)
     return 1
   end
   local state_path = fs.join(dir, slurm.STATE)
+  local alloc = os.getenv('SLURM_JOB_ID')
+  if alloc and alloc ~= '' and not opts.submit then
+    return step(dir, script, state_path, alloc)
+  end
   local state = read_state(state_path) or {}
   local job_id, attached
   if state.job_id and not state.finished then

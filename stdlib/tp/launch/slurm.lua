@@ -342,6 +342,9 @@ local function script(cmd, o)
     sb('--exclusive')
   end
   sb('--output=' .. o.dir .. '/slurm-%j.out')
+  -- A failed node or a preemption ends the job; tplua's retry policy submits it again as a new
+  -- job with its own journal entry (Slurm's own requeue would rewrite the logs under the same id).
+  sb('--no-requeue')
   for _, a in ipairs(o.sbatch_args) do
     sb(a)
   end
