@@ -322,7 +322,8 @@ describe('tp.campaign execution', function()
     local dir = h.tmpdir()
     local c = campaign({ results = dir, retry = { on = { 'timeout' }, max = 1 },
       runs = { mkrun('slow', gen(10, 400, { '--hang-after', '3' }),
-        { timeout = 0.5, kill_grace = 0.3 }), mkrun('crash', gen(6, 400, { '--crash-at', '4' })) } })
+        { timeout = 0.5, kill_grace = 0.3 }),
+      mkrun('crash', gen(6, 400, { '--crash-at', '4' })) } })
     local s = assert(exec(c))
     assert.are.same({ 0, 2 }, { s.finished, s.failed })
     -- The timed-out run ran twice; the crash (the training's own failure) once.
