@@ -33,8 +33,11 @@ M.STANDARD_OPTIONS = {
   dry_run = { type = 'boolean', desc = 'print the plan and start nothing' },
   no_prune = { type = 'boolean',
                desc = 'keep sweep points whose memory estimate exceeds the GPU memory' },
+  concurrency = { type = 'integer',
+                  desc = 'runs at once (default 1; with --launcher slurm: jobs in the queue)' },
 }
-local STANDARD_ORDER = { 'iters', 'repeats', 'results', 'only', 'launcher', 'dry_run',
+local STANDARD_ORDER = { 'iters', 'repeats', 'results', 'only', 'launcher', 'concurrency',
+                         'dry_run',
                          'no_prune' }
 
 -- Depth of tp.experiment.load calls in progress: while > 0, experiments never run themselves.
@@ -594,6 +597,10 @@ function Experiment:plan(opts)
   if opts.repeats ~= nil and (math.type(opts.repeats) ~= 'integer' or opts.repeats < 1) then
     add('error', 'repeats', nil, '--repeats: must be a positive integer')
   end
+  if opts.concurrency ~= nil and (math.type(opts.concurrency) ~= 'integer'
+    or opts.concurrency < 1) then
+    add('error', 'concurrency', nil, '--concurrency: must be a positive integer')
+  end
   if opts.iters ~= nil and (math.type(opts.iters) ~= 'integer' or opts.iters < 1) then
     add('error', 'training.iters', nil, '--iters: must be a positive integer')
   end
@@ -748,6 +755,23 @@ function M.local_platform()
     parts[#parts + 1] = string.format('%d x %s', names[n], n)
   end
   return p, table.concat(parts, ', '), probe
+end
+
+--- The platform whose runs a Slurm plan submits: --only's, else the plan's only platform; the
+--- machine tplua runs on (a login node) need not have its GPUs.
+---@param plan table
+---@param opts table the parsed flags
+---@return string|nil platform
+---@return string reason
+function M.slurm_platform(plan, opts)
+  if opts.only then
+    return opts.only, 'submitted through Slurm (--only)'
+  end
+  if #plan.order == 1 then
+    return plan.order[1], 'submitted through Slurm'
+  end
+  return nil, string.format('--launcher slurm: the plan has %d platforms (%s); choose the one '
+    .. "this cluster has with --only", #plan.order, table.concat(plan.order, ', '))
 end
 
 --- The runs of a plan in the shape tp.campaign takes (docs/recipes.md, "Running").
@@ -1545,8 +1569,17 @@ function Experiment:cli(args, mode, program)
   if opts.dry_run then
     io.stdout:write('run: --dry-run: nothing started\n')
   else
-    local platform, reason = M.local_platform()
-    if not platform then
+    local platform, reason
+    if plan.launcher == 'slurm' then
+      -- The jobs run on the cluster's nodes, not here: the platform is the recipe's.
+      platform, reason = M.slurm_platform(plan, opts)
+    else
+      platform, reason = M.local_platform()
+    end
+    if not platform and plan.launcher == 'slurm' then
+      io.stdout:write(string.format('run: %s\n', reason))
+      status = 1
+    elseif not platform then
       io.stdout:write(string.format('run: no GPU on this machine (%s): nothing runs here\n',
         reason))
       if mode == 'run' then
@@ -1559,9 +1592,10 @@ function Experiment:cli(args, mode, program)
         status = 1
       end
     else
-      io.stdout:write(string.format('run: this machine is %s (%s): %d run(s)\n', platform,
-        reason, #plan.platforms[platform].runs))
-      local result, rerr = M.execute(plan, platform, {})
+      local line = plan.launcher == 'slurm' and 'run: platform %s (%s): %d run(s)\n'
+        or 'run: this machine is %s (%s): %d run(s)\n'
+      io.stdout:write(string.format(line, platform, reason, #plan.platforms[platform].runs))
+      local result, rerr = M.execute(plan, platform, { concurrency = opts.concurrency })
       if not result then
         io.stdout:write(string.format('run: %s\n', rerr))
         status = 1

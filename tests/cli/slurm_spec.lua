@@ -141,6 +141,33 @@ describe('tplua on a real Slurm cluster #slow', function()
     assert.are.equal(lrec.training_config.seq_length, rec.training_config.seq_length)
   end)
 
+  it('runs a recipe through Slurm from a machine without its GPUs', function()
+    local dir = h.tmpdir()
+    local path = dir .. '/recipe.lua'
+    h.write(path, string.format([[
+local tp = require('tp')
+local config = tp.frameworks.get('reference').smoke_config(2, 2)
+return tp.experiment({ name = 'slurm recipe', model = 'ref-tiny',
+  platforms = { nvd = { framework = 'reference' } }, training = config.training,
+  nodes = 2, gpus_per_node = 2, launcher = 'slurm', slurm = { gpus = false, poll = 1 },
+  results = %q, repeats = 2 })
+]], dir))
+    local r = tplua({ 'run', path, '--concurrency', '2' })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stdout:find('run: platform nvd (submitted through Slurm): 2 run(s)', 1, true),
+      r.stdout)
+    local jobs = events_of(dir, 'slurm_job')
+    assert.are.equal(2, #jobs)
+    assert.are_not.equal(jobs[1].job_id, jobs[2].job_id)
+    local finished = events_of(dir, 'finished')
+    assert.are.equal(2, #finished)
+    for _, f in ipairs(finished) do
+      local rec = assert(json.load_file(dir .. '/' .. f.record))
+      assert.are.equal('completed', rec.status)
+      assert.are.equal('COMPLETED', rec.slurm.state)
+    end
+  end)
+
   it('records a failing job as failed, with the job state and the trainer error', function()
     local dir = h.tmpdir()
     local path = campaign_file(dir, 'fails', "{ '--fail-at', '3' }")

@@ -169,6 +169,25 @@ local function node_logs(dir)
   return paths
 end
 
+-- Parses a subcommand's flags (plus --help) and its one positional argument. Returns opts and
+-- the argument list, or nil, nil and the exit status (after the usage or its error).
+local function parse_one(args, spec, what)
+  local cli = require('tp.cli')
+  spec.help = 'boolean'
+  local opts, rest = cli.parse(args, spec)
+  if not opts then
+    return nil, nil, cli.usage_error('slurm', rest, M.usage)
+  end
+  if opts.help then
+    io.stdout:write(M.usage)
+    return nil, nil, 0
+  end
+  if #rest ~= 1 then
+    return nil, nil, cli.usage_error('slurm', what .. ' expected', M.usage)
+  end
+  return opts, rest
+end
+
 -- Inside an allocation (salloc, or a batch script that runs tplua): the script runs here as it
 -- is (its #SBATCH lines are comments), its srun making a step of the allocation; the step's exit
 -- status is the run's. Never cancels the allocation.
@@ -239,16 +258,10 @@ local function job(args)
   local fs = require('tp.fs')
   local proc = require('tp.proc')
   local slurm = require('tp.launch.slurm')
-  local opts, rest = cli.parse(args, { poll = 'number', submit = 'boolean', help = 'boolean' })
+  local opts, rest, usage_code = parse_one(args, { poll = 'number', submit = 'boolean' },
+    'job: one DIR')
   if not opts then
-    return cli.usage_error('slurm', rest, M.usage)
-  end
-  if opts.help then
-    io.stdout:write(M.usage)
-    return 0
-  end
-  if #rest ~= 1 then
-    return cli.usage_error('slurm', 'job: one DIR expected', M.usage)
+    return usage_code
   end
   local poll = opts.poll or 5
   if poll <= 0 then
@@ -379,18 +392,10 @@ local function job(args)
 end
 
 local function hostnames(args)
-  local cli = require('tp.cli')
   local slurm = require('tp.launch.slurm')
-  local opts, rest = cli.parse(args, { parser = 'boolean', help = 'boolean' })
+  local opts, rest, code = parse_one(args, { parser = 'boolean' }, 'hostnames: one LIST')
   if not opts then
-    return cli.usage_error('slurm', rest, M.usage)
-  end
-  if opts.help then
-    io.stdout:write(M.usage)
-    return 0
-  end
-  if #rest ~= 1 then
-    return cli.usage_error('slurm', 'hostnames: one LIST expected', M.usage)
+    return code
   end
   local hosts, err
   if opts.parser then

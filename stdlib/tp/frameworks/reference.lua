@@ -18,12 +18,7 @@ local num = fw._fmt_number
 local SYNTHETIC = { mock = 'repeat', ['mock-random'] = 'random' }
 
 local function is_file(path)
-  local f = io.open(path, 'r')
-  if f then
-    f:close()
-    return true
-  end
-  return false
+  return require('tp.fs').is_file(path)
 end
 
 --- The directory that holds reftrain.py: paths.framework_dir when given, else the tools/
