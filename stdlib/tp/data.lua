@@ -1,0 +1,234 @@
+-- tp.data: Megatron-LM indexed datasets (PREFIX.bin + PREFIX.idx): their facts, checks,
+-- fingerprints, synthetic datasets, and text prepared with the built-in byte tokenizer. The
+-- format and its checks are engine/mmidx's (docs/data.md).
+local mmidx = require('tp._mmidx')
+
+local M = {}
+
+local function check_prefix(prefix, who)
+  if type(prefix) ~= 'string' or prefix == '' then
+    error(who .. ': prefix must be a non-empty string, got ' .. type(prefix), 3)
+  end
+  -- A user may give the .bin or .idx itself.
+  return (prefix:gsub('%.bin$', ''):gsub('%.idx$', ''))
+end
+
+local function check_opts(opts, known, who)
+  opts = opts or {}
+  if type(opts) ~= 'table' then
+    error(who .. ': opts must be a table, got ' .. type(opts), 3)
+  end
+  for k, v in pairs(opts) do
+    local kind = known[k]
+    if not kind then
+      error(string.format('%s: unknown option %s', who, tostring(k)), 3)
+    end
+    if kind == 'integer' and math.type(v) ~= 'integer' then
+      error(string.format('%s: option %s must be an integer, got %s', who, k, tostring(v)), 3)
+    elseif kind ~= 'integer' and type(v) ~= kind then
+      error(string.format('%s: option %s must be a %s, got %s', who, k, kind, type(v)), 3)
+    end
+  end
+  return opts
+end
+
+--- The facts of a dataset, after its index was checked against the files: { dtype, itemsize,
+--- sequences, documents, tokens, idx_bytes, bin_bytes }, or nil, message, code.
+---```lua
+---local info = assert(tp.data.info('/data/bc/llama3.1-8b_text_document'))
+---print(info.tokens, info.dtype)
+---```
+---@param prefix string
+---@return table|nil info
+---@return string? err
+---@return string? code
+function M.info(prefix)
+  return mmidx.info(check_prefix(prefix, 'data.info'))
+end
+
+--- info plus token and length statistics: min_token, max_token, min_len, max_len,
+--- empty_sequences, and length_histogram (entry k+1: sequences of bit length k, i.e.
+--- 2^(k-1) <= length < 2^k; entry 1: empty ones).
+---@param prefix string
+---@return table|nil stats
+---@return string? err
+---@return string? code
+function M.stats(prefix)
+  return mmidx.stats(check_prefix(prefix, 'data.stats'))
+end
+
+--- Checks a dataset: its index against the files (magic, version, dtype, counts, sizes,
+--- pointers, document index) and, with `vocab`, every token id below it. Returns the info, or
+--- nil and the reason (naming the file and the field, or the first token out of range).
+---@param prefix string
+---@param opts? {vocab?: integer}
+---@return table|nil info
+---@return string? err
+---@return string? code
+function M.verify(prefix, opts)
+  prefix = check_prefix(prefix, 'data.verify')
+  opts = check_opts(opts, { vocab = 'integer' }, 'data.verify')
+  local info, err, code = mmidx.info(prefix)
+  if not info then
+    return nil, err, code
+  end
+  if opts.vocab then
+    if opts.vocab < 1 then
+      error('data.verify: option vocab must be at least 1', 2)
+    end
+    local pos, value, vcode = mmidx.out_of_vocab(prefix, opts.vocab)
+    if pos == nil then
+      return nil, value, vcode
+    end
+    if pos then
+      return nil, string.format('%s.bin: token %d (at token %d) is outside the vocabulary '
+        .. '0..%d', prefix, value, pos, opts.vocab - 1), 'EPARSE'
+    end
+  end
+  return info
+end
+
+--- Fingerprints: `tokens_sha256`, the SHA-256 of the whole token stream (the .bin bytes), and
+--- with `seq_len`, `samples_sha256` over the first `samples` training samples (default 1000)
+--- as Megatron assembles them before shuffling (tokens [j*seq_len, j*seq_len + seq_len + 1) of
+--- the documents in order, as int64: independent of the dtype).
+---@param prefix string
+---@param opts? {seq_len?: integer, samples?: integer}
+---@return table|nil fingerprint info + { tokens_sha256, samples_sha256?, samples?, seq_len? }
+---@return string? err
+---@return string? code
+function M.fingerprint(prefix, opts)
+  prefix = check_prefix(prefix, 'data.fingerprint')
+  opts = check_opts(opts, { seq_len = 'integer', samples = 'integer' }, 'data.fingerprint')
+  if (opts.seq_len or 0) < 0 or (opts.samples or 0) < 0 then
+    error('data.fingerprint: seq_len and samples must be >= 0', 2)
+  end
+  return mmidx.fingerprint(prefix, opts.seq_len or 0, opts.samples or 1000)
+end
+
+--- Kinds of synthetic data.
+M.SYNTH_KINDS = { 'random', 'repeat', 'zipf' }
+
+--- Writes a synthetic dataset: `tokens` ids below `vocab`, in documents of `doc_len` (default
+--- 2048). 'random' is uniform (a model stays near ln(vocab)), 'repeat' a repeated 61-token
+--- pattern (a model learns it), 'zipf' ids with Zipf frequencies. The same options give the
+--- same bytes.
+---@param prefix string
+---@param opts {tokens: integer, vocab: integer, seed?: integer, kind?: string, doc_len?: integer}
+---@return true|nil ok
+---@return string? err
+---@return string? code
+function M.synth(prefix, opts)
+  prefix = check_prefix(prefix, 'data.synth')
+  opts = check_opts(opts, { tokens = 'integer', vocab = 'integer', seed = 'integer',
+    kind = 'string', doc_len = 'integer' }, 'data.synth')
+  if not opts.tokens or opts.tokens < 0 then
+    error('data.synth: option tokens (>= 0) is required', 2)
+  end
+  if not opts.vocab or opts.vocab < 1 or opts.vocab > 2147483648 then
+    error('data.synth: option vocab (1..2^31) is required', 2)
+  end
+  local kind = opts.kind or 'random'
+  local known = false
+  for _, k in ipairs(M.SYNTH_KINDS) do
+    known = known or k == kind
+  end
+  if not known then
+    error("data.synth: option kind must be random, repeat or zipf, got '" .. kind .. "'", 2)
+  end
+  return mmidx.synth(prefix, opts.tokens, opts.vocab, opts.seed or 1234, kind,
+    opts.doc_len or 2048)
+end
+
+-- The documents of an input file: one per line of a JSONL file (its `text` field), else the
+-- whole file.
+local function documents(path, data)
+  if not path:match('%.jsonl$') then
+    return coroutine.wrap(function()
+      coroutine.yield(data, 1)
+    end)
+  end
+  local json = require('tp.json')
+  return coroutine.wrap(function()
+    local n = 0
+    for line in data:gmatch('[^\n]+') do
+      n = n + 1
+      if line:match('%S') then
+        local ok, doc = pcall(json.decode, line)
+        if not ok or type(doc) ~= 'table' or type(doc.text) ~= 'string' then
+          error(string.format('%s:%d: a JSON object with a "text" string expected', path, n), 0)
+        end
+        coroutine.yield(doc.text, n)
+      end
+    end
+  end)
+end
+
+--- Tokenises text into a dataset with the built-in `bytes` tokenizer (each byte one token,
+--- vocabulary 256, uint8): one document per input file, or per line of a `.jsonl` file (its
+--- `text` field). Writes PREFIX.bin, PREFIX.idx and PREFIX.tplua.json (the tokenizer, each
+--- source with its SHA-256, the counts), all atomically. Other tokenizers are the framework's
+--- own tools' work (docs/data.md). Returns the sidecar table, or nil, message, code.
+---@param inputs string[]
+---@param opts {out: string, tokenizer: string}
+---@return table|nil sidecar
+---@return string? err
+---@return string? code
+function M.prepare(inputs, opts)
+  if type(inputs) ~= 'table' or #inputs == 0 then
+    error('data.prepare: inputs must be a non-empty list of paths', 2)
+  end
+  opts = check_opts(opts, { out = 'string', tokenizer = 'string' }, 'data.prepare')
+  local prefix = check_prefix(opts.out, 'data.prepare')
+  if opts.tokenizer ~= 'bytes' then
+    return nil, string.format("data.prepare: tokenizer '%s': only 'bytes' is built in; for a "
+      .. 'Hugging Face tokenizer, run Megatron-LM tools/preprocess_data.py --input FILE.jsonl '
+      .. '--output-prefix PREFIX --tokenizer-type HuggingFaceTokenizer --tokenizer-model DIR '
+      .. '--append-eod --workers N (offline: the tokenizer files must be local)',
+      tostring(opts.tokenizer)), 'ENOSYS'
+  end
+  local fs = require('tp.fs')
+  local json = require('tp.json')
+  local digest = require('tp._digest')
+  local w, werr, wcode = mmidx.writer(prefix, 'uint8')
+  if not w then
+    return nil, werr, wcode
+  end
+  local sources, docs, tokens = {}, 0, 0
+  for _, path in ipairs(inputs) do
+    local data, rerr, rcode = fs.read(path)
+    if not data then
+      w:abort()
+      return nil, rerr, rcode
+    end
+    local ok, err = pcall(function()
+      for text in documents(path, data) do
+        if #text > 0 then
+          assert(w:add_bytes(text, true))
+          docs = docs + 1
+          tokens = tokens + #text
+        end
+      end
+    end)
+    if not ok then
+      w:abort()
+      return nil, tostring(err), 'EPARSE'
+    end
+    sources[#sources + 1] = { path = fs.realpath(path) or path, sha256 = digest.sha256(data),
+      bytes = #data }
+  end
+  local ok, cerr, ccode = w:commit()
+  if not ok then
+    return nil, cerr, ccode
+  end
+  local sidecar = { schema = 'tplua.dataset/1', tokenizer = { name = 'bytes', vocab_size = 256 },
+    sources = sources, documents = docs, tokens = tokens, dtype = 'uint8' }
+  local sok, serr, scode = fs.write_atomic(prefix .. '.tplua.json',
+    json.encode(sidecar, { sort_keys = true, indent = 2 }) .. '\n')
+  if not sok then
+    return nil, serr, scode
+  end
+  return sidecar
+end
+
+return M
