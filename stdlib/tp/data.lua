@@ -106,6 +106,52 @@ function M.fingerprint(prefix, opts)
   return mmidx.fingerprint(prefix, opts.seq_len or 0, opts.samples or 1000)
 end
 
+-- Fingerprints already computed in this process, by prefix, size and mtime of both files.
+local cache = {}
+
+--- What a run record says of its dataset (`record.dataset`): { name, prefix, fingerprint (the
+--- token stream's SHA-256), samples_sha256 (first `samples` samples of `seq_len`), tokens,
+--- documents, dtype, tokenizer }, computed once per (path, size, mtime) in a process. When the
+--- files cannot be read or fail their checks: { name, prefix, fingerprint = nil, error = why }.
+---@param prefix string
+---@param opts? {name?: string, seq_len?: integer, samples?: integer, tokenizer?: string}
+---@return table
+function M.describe(prefix, opts)
+  prefix = check_prefix(prefix, 'data.describe')
+  opts = check_opts(opts, { name = 'string', seq_len = 'integer', samples = 'integer',
+    tokenizer = 'string' }, 'data.describe')
+  local fs = require('tp.fs')
+  local key = { prefix }
+  for _, ext in ipairs({ '.idx', '.bin' }) do
+    local st = fs.stat(prefix .. ext)
+    if not st then
+      return { name = opts.name, prefix = prefix,
+        error = string.format('%s%s: cannot be read on this machine', prefix, ext) }
+    end
+    key[#key + 1] = string.format('%d:%.3f', st.size, st.mtime or 0)
+  end
+  key[#key + 1] = tostring(opts.seq_len or 0) .. ':' .. tostring(opts.samples or 1000)
+  local k = table.concat(key, '|')
+  if not cache[k] then
+    local fp, err = M.fingerprint(prefix, { seq_len = opts.seq_len, samples = opts.samples })
+    if not fp then
+      return { name = opts.name, prefix = prefix, error = err }
+    end
+    cache[k] = fp
+  end
+  local fp = cache[k]
+  local tokenizer = opts.tokenizer
+  if not tokenizer then
+    local side = fs.is_file(prefix .. '.tplua.json') and require('tp.json').load_file(
+      prefix .. '.tplua.json')
+    tokenizer = type(side) == 'table' and type(side.tokenizer) == 'table'
+      and side.tokenizer.name or nil
+  end
+  return { name = opts.name, prefix = prefix, fingerprint = fp.tokens_sha256,
+    samples_sha256 = fp.samples_sha256, seq_len = fp.seq_len, samples = fp.samples,
+    tokens = fp.tokens, documents = fp.documents, dtype = fp.dtype, tokenizer = tokenizer }
+end
+
 --- Kinds of synthetic data.
 M.SYNTH_KINDS = { 'random', 'repeat', 'zipf' }
 

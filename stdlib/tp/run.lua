@@ -845,6 +845,26 @@ local function config_precision(run)
   return nil
 end
 
+-- The Megatron indexed dataset a run's unified config names (a { path = prefix } table, or a
+-- name under paths.data as the adapters resolve it: <data>/<name>/<model id>), or nil for
+-- mock and synthetic data.
+local function dataset_prefix(run)
+  local t = dig(run.config, 'training') or {}
+  local d = t.dataset
+  if type(d) == 'table' and type(d.path) == 'string' then
+    return d.path, d.tokenizer or t.tokenizer
+  end
+  if type(d) == 'string' and not d:match('^mock') then
+    local model = run.config.model
+    local id = type(model) == 'table' and model.id or model
+    local data = dig(run.config, 'paths', 'data') or '/data'
+    if type(id) == 'string' then
+      return data .. '/' .. d .. '/' .. id, t.tokenizer
+    end
+  end
+  return nil
+end
+
 -- Builds the record of a run that ended (finished or failed).
 function Active:build_record(log, status, reason)
   local run, ctx = self.run, self.ctx
@@ -886,6 +906,19 @@ function Active:build_record(log, status, reason)
       message = tostring(reason), line = json.null }
   end
   rec.training_config.unified = run.config and scrubber:value(run.config) or json.null
+  -- The dataset's identity, when its files are reachable from here: the audit compares
+  -- fingerprints across runs (docs/data.md).
+  local prefix, tokenizer = dataset_prefix(run)
+  if prefix then
+    local ok, info = pcall(require('tp.data').describe, prefix, { name = run.dataset
+      or prefix:match('[^/]+$'), seq_len = run.seq_len, tokenizer = tokenizer })
+    rec.dataset = ok and info or { prefix = prefix, error = tostring(info) }
+    if rec.dataset.error then
+      rec.diagnostics[#rec.diagnostics + 1] = { kind = 'dataset_unverified',
+        severity = 'warning', line = json.null, message = 'dataset not fingerprinted: '
+          .. tostring(rec.dataset.error) }
+    end
+  end
   rec.config_hash = self.hash
   rec.campaign = {
     attempt = ctx.attempt or json.null,

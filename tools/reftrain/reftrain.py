@@ -17,6 +17,7 @@ import argparse
 import datetime
 import math
 import os
+import struct
 import sys
 import time
 
@@ -70,6 +71,8 @@ def parse_args(argv):
     a("--mock-data", action="store_true", help="synthetic tokens (the default)")
     a("--synthetic-kind", choices=["repeat", "random"], default="repeat",
       help="repeat: a fixed token pattern (learnable); random: uniform tokens (loss stays near ln V)")
+    a("--data-path", default=None,
+      help="PREFIX of a Megatron indexed dataset (PREFIX.bin, PREFIX.idx) instead of synthetic data")
     # Runtime.
     a("--device", choices=["auto", "cpu", "cuda"], default="auto")
     a("--distributed-backend", choices=["auto", "gloo", "nccl"], default="auto")
@@ -207,6 +210,43 @@ class GPT(nn.Module):
 # Synthetic data: sample i of the run is the same tokens whatever the world size.
 
 
+class Indexed:
+    """A Megatron indexed dataset (megatron/core/datasets/indexed_dataset.py layout: a 34-byte
+    header, int32 sizes, int64 pointers, int64 document index). Sample i is tokens
+    [i*seq, i*seq + seq + 1) of the documents in order, wrapping around at the end: the sample
+    tplua's `data fingerprint --seq-len` hashes."""
+
+    DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 8: "uint16"}
+
+    def __init__(self, prefix, vocab, seq):
+        import numpy as np
+        with open(prefix + ".idx", "rb") as f:
+            head = f.read(34)
+        if len(head) < 34 or head[:9] != b"MMIDIDX\x00\x00":
+            raise ValueError("%s.idx: not a Megatron indexed dataset" % prefix)
+        version, code, count = struct.unpack("<QBQ", head[9:26])
+        if version != 1 or code not in self.DTYPES:
+            raise ValueError("%s.idx: version %d, dtype %d not supported" % (prefix, version, code))
+        self.tokens = np.memmap(prefix + ".bin", dtype=np.dtype(self.DTYPES[code]).newbyteorder("<"),
+                                mode="r")
+        self.seq = seq
+        self.count = (len(self.tokens) - 1) // seq
+        if self.count < 1:
+            raise ValueError("%s: %d tokens, fewer than one sample of %d" % (prefix, len(self.tokens),
+                                                                           seq + 1))
+        top = int(self.tokens.max())
+        if top >= vocab:
+            raise ValueError("%s: token id %d is not below --padded-vocab-size %d" % (prefix, top,
+                                                                                     vocab))
+
+    def sample(self, i):
+        j = (i % self.count) * self.seq
+        return torch.from_numpy(self.tokens[j:j + self.seq + 1].astype("int64"))
+
+    def batch(self, first, count):
+        return torch.stack([self.sample(first + j) for j in range(count)])
+
+
 class Synthetic:
     PERIOD = 61  # a prime, so that windows of the pattern differ by their offset
 
@@ -326,7 +366,12 @@ def main(argv):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_eps)
     scaler = torch.cuda.amp.GradScaler() if amp == torch.float16 else None
-    data = Synthetic(a.synthetic_kind, a.padded_vocab_size, a.seq_length, a.seed)
+    try:
+        data = (Indexed(a.data_path, a.padded_vocab_size, a.seq_length) if a.data_path
+                else Synthetic(a.synthetic_kind, a.padded_vocab_size, a.seq_length, a.seed))
+    except (OSError, ValueError) as e:
+        sys.stderr.write("reftrain: --data-path: %s\n" % e)
+        return 1
     say(rank, "[after dataloaders are built] datetime: %s" % stamp())
     say(rank, "[before the start of training step] datetime: %s" % stamp())
 

@@ -87,13 +87,10 @@ function M.build(config)
   if t.precision == 'fp8' then
     fail('reference: training.precision: fp8 is not supported (bf16 or fp16)')
   end
+  -- Synthetic data by name, else a Megatron indexed dataset (a { path = prefix } or a name
+  -- under paths.data, as for Megatron).
   local kind = type(t.dataset) == 'string' and SYNTHETIC[t.dataset]
-  if not kind then
-    fail("reference: training.dataset: 'mock' (a repeated token pattern) or 'mock-random' "
-      .. '(uniform tokens) expected, got %s',
-      type(t.dataset) == 'table' and ("{ path = '" .. t.dataset.path .. "' }")
-        or ("'" .. tostring(t.dataset) .. "'"))
-  end
+  local data_path = not kind and c.data.path
   if s.recompute ~= 'none' then
     fail("reference: system.recompute: '%s' is not supported (none)", s.recompute)
   end
@@ -136,8 +133,12 @@ function M.build(config)
   add('--clip-grad', t.grad_clip)
   add('--log-interval', t.log_interval)
   add(t.precision == 'fp16' and '--fp16' or '--bf16')
-  add('--mock-data')
-  add('--synthetic-kind', kind)
+  if kind then
+    add('--mock-data')
+    add('--synthetic-kind', kind)
+  else
+    add('--data-path', data_path)
+  end
   local notes = {}
   if not is_file(entry) then
     notes[#notes + 1] = string.format('reference: %s does not exist on this machine (set '
