@@ -616,6 +616,22 @@ local function data_findings(runs, effs, by, opts, out)
         {})
     end
   end
+  -- Synthetic data (tplua data synth) on some runs only.
+  local synth, other = {}, {}
+  for _, r in ipairs(runs) do
+    local info = type(r.dataset_info) == 'table' and r.dataset_info or {}
+    if type(info.synthetic) == 'table' then
+      synth[#synth + 1] = string.format('%s (%s)', r.id, tostring(info.synthetic.kind))
+    elseif info.fingerprint then
+      other[#other + 1] = r.id
+    end
+  end
+  if #synth > 0 and #other > 0 then
+    out[#out + 1] = new_finding('warning', 'synthetic_data', 'training.dataset', string.format(
+      'synthetic data on one side: %s, real data on %s — their losses and any data-bound speed '
+        .. 'are not comparable', table.concat(synth, ', '), table.concat(other, ', ')), synth,
+      { synthetic = synth, real = other })
+  end
   -- Fingerprints, when the records carry them.
   local fps = {}
   for _, r in ipairs(runs) do

@@ -140,16 +140,15 @@ function M.describe(prefix, opts)
     cache[k] = fp
   end
   local fp = cache[k]
+  local side = fs.is_file(prefix .. '.tplua.json') and require('tp.json').load_file(
+    prefix .. '.tplua.json')
+  side = type(side) == 'table' and side or {}
   local tokenizer = opts.tokenizer
-  if not tokenizer then
-    local side = fs.is_file(prefix .. '.tplua.json') and require('tp.json').load_file(
-      prefix .. '.tplua.json')
-    tokenizer = type(side) == 'table' and type(side.tokenizer) == 'table'
-      and side.tokenizer.name or nil
-  end
+    or (type(side.tokenizer) == 'table' and side.tokenizer.name or nil)
   return { name = opts.name, prefix = prefix, fingerprint = fp.tokens_sha256,
     samples_sha256 = fp.samples_sha256, seq_len = fp.seq_len, samples = fp.samples,
-    tokens = fp.tokens, documents = fp.documents, dtype = fp.dtype, tokenizer = tokenizer }
+    tokens = fp.tokens, documents = fp.documents, dtype = fp.dtype, tokenizer = tokenizer,
+    synthetic = type(side.synthetic) == 'table' and side.synthetic or nil }
 end
 
 --- Kinds of synthetic data.
@@ -182,8 +181,20 @@ function M.synth(prefix, opts)
   if not known then
     error("data.synth: option kind must be random, repeat or zipf, got '" .. kind .. "'", 2)
   end
-  return mmidx.synth(prefix, opts.tokens, opts.vocab, opts.seed or 1234, kind,
+  local ok, err, code = mmidx.synth(prefix, opts.tokens, opts.vocab, opts.seed or 1234, kind,
     opts.doc_len or 2048)
+  if not ok then
+    return nil, err, code
+  end
+  -- The sidecar says the data is synthetic: records carry it, and the audit warns when one side
+  -- of a comparison trains on it.
+  local json = require('tp.json')
+  local side = { schema = 'tplua.dataset/1', tokens = opts.tokens,
+    tokenizer = { name = 'synthetic-' .. kind, vocab_size = opts.vocab },
+    synthetic = { kind = kind, seed = opts.seed or 1234, vocab = opts.vocab,
+      doc_len = opts.doc_len or 2048 } }
+  return require('tp.fs').write_atomic(prefix .. '.tplua.json',
+    json.encode(side, { sort_keys = true, indent = 2 }) .. '\n')
 end
 
 -- The documents of an input file: one per line of a JSONL file (its `text` field), else the

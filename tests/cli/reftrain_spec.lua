@@ -81,6 +81,30 @@ describe('the reference trainer under tplua #slow', function()
     assert.truthy(log:find('initialized data parallel with size 2 (backend gloo, cpu)', 1, true))
   end)
 
+  it('learns real text and stays at ln(256) on random bytes; compare tells them apart', function()
+    local dir = h.tmpdir()
+    local r = h.run({ 'run', 'examples/data_convergence.lua', '--quiet' },
+      { cwd = h.source_dir, env = { TPLUA_DATA_EXAMPLE_DIR = dir } })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local real, rnd = record(dir .. '/licenses.json'), record(dir .. '/random.json')
+    local ln256 = math.log(256)
+    assert.is_true(real.loss_values[#real.loss_values] < ln256 - 1.5,
+      tostring(real.loss_values[#real.loss_values]))
+    assert.is_true(math.abs(rnd.loss_values[#rnd.loss_values] - ln256) < 0.3,
+      tostring(rnd.loss_values[#rnd.loss_values]))
+    -- The records name their data: prefix, fingerprint (the .bin's SHA-256), tokenizer.
+    assert.are.equal('bytes', real.dataset.tokenizer)
+    local p = io.popen('sha256sum ' .. h.shquote(dir .. '/data/licenses.bin'))
+    assert.are.equal(p:read('a'):match('^(%x+)'), real.dataset.fingerprint)
+    p:close()
+    assert.are_not.equal(real.dataset.fingerprint, rnd.dataset.fingerprint)
+    local c = h.run({ 'compare', dir })
+    assert.truthy(c.stdout:find('the dataset fingerprints differ', 1, true), c.stdout)
+    assert.truthy(c.stdout:find('random stays at 5.5', 1, true), c.stdout)
+    assert.truthy(c.stdout:find('licenses learns (loss', 1, true), c.stdout)
+    assert.truthy(c.stdout:find('synthetic data on one side: random (random)', 1, true), c.stdout)
+  end)
+
   it('is stopped early when a NaN loss appears', function()
     local dir = h.tmpdir()
     local path = dir .. '/nan.lua'
