@@ -9,7 +9,7 @@
 --
 -- The datasets are made under the results directory's data/ first (tplua data prepare and
 -- synth, the same bytes every time); docs/data.md explains both. A recorded copy of the two
--- runs is in examples/runs/data-convergence.
+-- runs is in examples/convergence.
 local tp = require('tp')
 
 local results = os.getenv('TPLUA_DATA_EXAMPLE_DIR') or 'output/data-convergence'

@@ -221,6 +221,62 @@ local function documents(path, data)
   end)
 end
 
+-- A Hugging Face tokenizer: Megatron-LM's own tools/preprocess_data.py does the work (the
+-- tokenised files must be what the framework itself would make), offline.
+function M._megatron_prepare(inputs, prefix, opts)
+  local fs = require('tp.fs')
+  local proc = require('tp.proc')
+  local dir = opts.megatron or os.getenv('MEGATRON_LM_DIR') or '/workspace/Megatron-LM'
+  local script = dir .. '/tools/preprocess_data.py'
+  if not fs.is_file(script) then
+    return nil, string.format("data.prepare: tokenizer '%s' needs Megatron-LM's "
+      .. 'tools/preprocess_data.py, not found at %s: give the checkout with --megatron DIR (or '
+      .. "MEGATRON_LM_DIR); only 'bytes' is built in", opts.tokenizer, script), 'ENOENT'
+  end
+  if #inputs ~= 1 or not inputs[1]:match('%.jsonl$') then
+    return nil, 'data.prepare: preprocess_data.py takes one JSONL file (one {"text": ...} per '
+      .. 'line) as input', 'EINVAL'
+  end
+  if opts.tokenizer:sub(1, 1) == '/' and not fs.exists(opts.tokenizer) then
+    return nil, string.format('data.prepare: tokenizer %s does not exist on this machine (the '
+      .. 'preparation is offline: its files must be local)', opts.tokenizer), 'ENOENT'
+  end
+  -- megatron/training/... tools/preprocess_data.py: --input, --output-prefix, --tokenizer-type,
+  -- --tokenizer-model, --append-eod, --workers; it writes <prefix>_text_document.{bin,idx}.
+  local argv = { opts.python or require('tp.frameworks.reference').python(), script,
+    '--input', inputs[1], '--output-prefix', prefix, '--tokenizer-type',
+    'HuggingFaceTokenizer', '--tokenizer-model', opts.tokenizer, '--append-eod',
+    '--workers', tostring(opts.workers or proc.cpu_count()) }
+  local r, err, code = proc.run(argv, { env = { HF_HUB_OFFLINE = '1',
+    TRANSFORMERS_OFFLINE = '1' }, cwd = dir })
+  if not r then
+    return nil, err, code
+  end
+  if r.code ~= 0 then
+    local tail = (r.stderr .. r.stdout):gsub('%s+$', ''):match('[^\n]*$')
+    return nil, string.format('data.prepare: %s exited with status %d: %s', script, r.code,
+      tail), 'EPARSE'
+  end
+  local made = prefix .. '_text_document'
+  local info, ierr, icode = M.info(made)
+  if not info then
+    return nil, 'data.prepare: preprocess_data.py ran but ' .. tostring(ierr), icode
+  end
+  local data = fs.read(inputs[1])
+  local sidecar = { schema = 'tplua.dataset/1', prefix = made,
+    tokenizer = { name = opts.tokenizer, tool = script },
+    sources = { { path = fs.realpath(inputs[1]) or inputs[1],
+      sha256 = data and require('tp._digest').sha256(data) or nil, bytes = data and #data } },
+    documents = info.documents, tokens = info.tokens, dtype = info.dtype }
+  local json = require('tp.json')
+  local ok, werr, wcode = fs.write_atomic(made .. '.tplua.json',
+    json.encode(sidecar, { sort_keys = true }) .. '\n')
+  if not ok then
+    return nil, werr, wcode
+  end
+  return sidecar
+end
+
 --- Tokenises text into a dataset with the built-in `bytes` tokenizer (each byte one token,
 --- vocabulary 256, uint8): one document per input file, or per line of a `.jsonl` file (its
 --- `text` field). Writes PREFIX.bin, PREFIX.idx and PREFIX.tplua.json (the tokenizer, each
@@ -235,14 +291,14 @@ function M.prepare(inputs, opts)
   if type(inputs) ~= 'table' or #inputs == 0 then
     error('data.prepare: inputs must be a non-empty list of paths', 2)
   end
-  opts = check_opts(opts, { out = 'string', tokenizer = 'string' }, 'data.prepare')
+  opts = check_opts(opts, { out = 'string', tokenizer = 'string', megatron = 'string',
+    workers = 'integer', python = 'string' }, 'data.prepare')
   local prefix = check_prefix(opts.out, 'data.prepare')
+  if type(opts.tokenizer) ~= 'string' or opts.tokenizer == '' then
+    error('data.prepare: option tokenizer is required (bytes, or a Hugging Face tokenizer)', 2)
+  end
   if opts.tokenizer ~= 'bytes' then
-    return nil, string.format("data.prepare: tokenizer '%s': only 'bytes' is built in; for a "
-      .. 'Hugging Face tokenizer, run Megatron-LM tools/preprocess_data.py --input FILE.jsonl '
-      .. '--output-prefix PREFIX --tokenizer-type HuggingFaceTokenizer --tokenizer-model DIR '
-      .. '--append-eod --workers N (offline: the tokenizer files must be local)',
-      tostring(opts.tokenizer)), 'ENOSYS'
+    return M._megatron_prepare(inputs, prefix, opts)
   end
   local fs = require('tp.fs')
   local json = require('tp.json')

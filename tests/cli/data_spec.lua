@@ -93,11 +93,28 @@ describe('tplua data', function()
     assert.are.equal(0, data({ 'verify', dir .. '/txt', '--vocab', '256' }).code)
   end)
 
+  it("runs Megatron's preprocess_data.py offline for a named tokenizer", function()
+    -- tests/fakes/megatron: a test double of the tool (it checks the argv and the offline
+    -- environment and writes the indexed files the real one would).
+    local jsonl = dir .. '/hf.jsonl'
+    h.write(jsonl, '{"text": "abc"}\n{"text": "de"}\n')
+    local r = data({ 'prepare', jsonl, '--out', dir .. '/hf', '--tokenizer',
+      'meta-llama/Llama-3.1-8B', '--megatron', h.source_dir .. '/tests/fakes/megatron',
+      '--workers', '2' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('hf_text_document: 2 documents, 7 tokens (tokenizer '
+      .. 'meta-llama/Llama-3.1-8B)', 1, true), r.stdout)
+    local side = json.decode(h.read(dir .. '/hf_text_document.tplua.json'))
+    assert.are.equal('meta-llama/Llama-3.1-8B', side.tokenizer.name)
+    assert.are.equal(0, data({ 'verify', dir .. '/hf_text_document', '--vocab', '257' }).code)
+  end)
+
   it('says what a named tokenizer needs, and where a JSONL line is wrong', function()
     local r = data({ 'prepare', '/usr/share/common-licenses/GPL-3', '--out', dir .. '/x',
-      '--tokenizer', 'meta-llama/Llama-3.1-8B' })
+      '--tokenizer', 'meta-llama/Llama-3.1-8B', '--megatron', dir .. '/no-megatron' })
     assert.are.equal(1, r.code)
-    assert.truthy(r.stderr:find('tools/preprocess_data.py', 1, true), r.stderr)
+    assert.truthy(r.stderr:find('needs Megatron-LM\'s tools/preprocess_data.py, not found at '
+      .. dir .. '/no-megatron/tools/preprocess_data.py', 1, true), r.stderr)
     h.write(dir .. '/bad.jsonl', '{"text": "ok"}\n{"txt": 3}\n')
     r = data({ 'prepare', dir .. '/bad.jsonl', '--out', dir .. '/bad', '--tokenizer', 'bytes' })
     assert.are.equal(1, r.code)

@@ -12,6 +12,8 @@ usage: tplua data stats PREFIX [--json]
        tplua data synth PREFIX --tokens N --vocab V [--seed S] [--kind random|repeat|zipf]
                               [--doc-len N]
        tplua data prepare INPUT... --out PREFIX --tokenizer bytes
+       tplua data prepare INPUT.jsonl --out PREFIX --tokenizer HF_NAME_OR_DIR [--megatron DIR]
+                              [--workers N]
 
 PREFIX names PREFIX.bin and PREFIX.idx (a Megatron-LM indexed dataset; giving the .bin or .idx
 path works too). Every command first checks the index against the real files: magic, version,
@@ -26,7 +28,10 @@ dtype, the counts of sequences and documents, each size and pointer, the documen
                the same seed gives the same bytes
   prepare      text files (one document each) or JSONL files (one document per line, its "text"
                field) tokenised with the built-in byte tokenizer (vocabulary 256), with a
-               PREFIX.tplua.json sidecar naming the tokenizer and each source's SHA-256
+               PREFIX.tplua.json sidecar naming the tokenizer and each source's SHA-256;
+               another tokenizer runs Megatron-LM's tools/preprocess_data.py (from --megatron
+               DIR, $MEGATRON_LM_DIR or /workspace/Megatron-LM) offline, which writes
+               PREFIX_text_document.bin/.idx, and adds the sidecar
 
 examples:
   tplua data synth /tmp/rnd --tokens 1000000 --vocab 32000 --kind random
@@ -132,12 +137,13 @@ local function prepare(opts, rest)
       M.usage)
   end
   local sidecar, err = require('tp.data').prepare(rest, { out = opts.out,
-    tokenizer = opts.tokenizer })
+    tokenizer = opts.tokenizer, megatron = opts.megatron, workers = opts.workers })
   if not sidecar then
     return fail(err)
   end
-  io.stdout:write(string.format('%s: %s documents, %s tokens (tokenizer bytes) from %d file(s)\n',
-    opts.out, human(sidecar.documents), human(sidecar.tokens), #sidecar.sources))
+  io.stdout:write(string.format('%s: %s documents, %s tokens (tokenizer %s) from %d file(s)\n',
+    sidecar.prefix or opts.out, human(sidecar.documents), human(sidecar.tokens),
+    sidecar.tokenizer.name, #sidecar.sources))
   return 0
 end
 
@@ -148,7 +154,8 @@ local SUBCOMMANDS = {
     json = 'boolean' }, args = 1 },
   synth = { fn = synth, flags = { tokens = 'integer', vocab = 'integer', seed = 'integer',
     kind = 'string', doc_len = 'integer' }, args = 1 },
-  prepare = { fn = prepare, flags = { out = 'string', tokenizer = 'string' }, args = 'many' },
+  prepare = { fn = prepare, flags = { out = 'string', tokenizer = 'string', megatron = 'string',
+    workers = 'integer' }, args = 'many' },
 }
 
 function M.run(args)
