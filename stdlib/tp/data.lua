@@ -227,6 +227,8 @@ function M._megatron_prepare(inputs, prefix, opts)
   local fs = require('tp.fs')
   local proc = require('tp.proc')
   local dir = opts.megatron or os.getenv('MEGATRON_LM_DIR') or '/workspace/Megatron-LM'
+  -- The tool runs from its checkout: every path it is given must be absolute.
+  dir = fs.realpath(dir) or dir
   local script = dir .. '/tools/preprocess_data.py'
   if not fs.is_file(script) then
     return nil, string.format("data.prepare: tokenizer '%s' needs Megatron-LM's "
@@ -243,8 +245,12 @@ function M._megatron_prepare(inputs, prefix, opts)
   end
   -- megatron/training/... tools/preprocess_data.py: --input, --output-prefix, --tokenizer-type,
   -- --tokenizer-model, --append-eod, --workers; it writes <prefix>_text_document.{bin,idx}.
+  local input = fs.realpath(inputs[1]) or inputs[1]
+  if prefix:sub(1, 1) ~= '/' then
+    prefix = (fs.realpath(fs.dirname(prefix)) or fs.dirname(prefix)) .. '/' .. fs.basename(prefix)
+  end
   local argv = { opts.python or require('tp.frameworks.reference').python(), script,
-    '--input', inputs[1], '--output-prefix', prefix, '--tokenizer-type',
+    '--input', input, '--output-prefix', prefix, '--tokenizer-type',
     'HuggingFaceTokenizer', '--tokenizer-model', opts.tokenizer, '--append-eod',
     '--workers', tostring(opts.workers or proc.cpu_count()) }
   local r, err, code = proc.run(argv, { env = { HF_HUB_OFFLINE = '1',

@@ -6,7 +6,7 @@ local M = {}
 M.summary = 'datasets (.bin/.idx): stats, verify, fingerprint, synth, prepare'
 
 M.usage = [[
-usage: tplua data stats PREFIX [--json]
+usage: tplua data stats PREFIX [--json] [--plot LENGTHS.png|svg]
        tplua data verify PREFIX [--vocab N]
        tplua data fingerprint PREFIX [--seq-len N] [--samples N] [--json]
        tplua data synth PREFIX --tokens N --vocab V [--seed S] [--kind random|repeat|zipf]
@@ -20,6 +20,7 @@ path works too). Every command first checks the index against the real files: ma
 dtype, the counts of sequences and documents, each size and pointer, the document index.
 
   stats        sequences, documents, tokens, dtype, token-id range, sequence lengths
+               (--plot draws their histogram with gnuplot)
   verify       the checks above and, with --vocab N, every token id below N; exit 1 with the
                reason (the file and the field, or the first token out of range)
   fingerprint  SHA-256 of the whole token stream; with --seq-len N, also of the first
@@ -52,11 +53,39 @@ local function human(n)
   return (s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', ''))
 end
 
+-- The length histogram as a bar chart (tp.plot), one bar per bit length that occurs.
+local function plot_lengths(st, prefix, path)
+  local cats, counts = {}, {}
+  for k, n in ipairs(st.length_histogram) do
+    if n > 0 then
+      local lo = k == 1 and 0 or 1 << (k - 2)
+      local hi = k == 1 and 0 or (1 << (k - 1)) - 1
+      cats[#cats + 1] = lo == hi and tostring(lo) or (lo .. '-' .. hi)
+      counts[#counts + 1] = n
+    end
+  end
+  local format = path:match('%.(%w+)$')
+  if format ~= 'png' and format ~= 'svg' then
+    return nil, '--plot: the file must end in .png or .svg: ' .. path
+  end
+  local name = prefix:gsub('%.bin$', ''):gsub('%.idx$', ''):match('[^/]*$')
+  return require('tp.plot').render({ kind = 'bars', title = 'sequence lengths of ' .. name,
+    xlabel = 'tokens per sequence', ylabel = 'sequences',
+    categories = cats, series = { { title = 'sequences', values = counts } } },
+    { format = format, path = path })
+end
+
 local function stats(opts, rest)
   local data = require('tp.data')
   local st, err = data.stats(rest[1])
   if not st then
     return fail(err)
+  end
+  if opts.plot then
+    local ok, perr = plot_lengths(st, rest[1], opts.plot)
+    if not ok then
+      return fail(perr)
+    end
   end
   if opts.json then
     io.stdout:write(require('tp.json').encode(st, { sort_keys = true }), '\n')
@@ -148,7 +177,7 @@ local function prepare(opts, rest)
 end
 
 local SUBCOMMANDS = {
-  stats = { fn = stats, flags = { json = 'boolean' }, args = 1 },
+  stats = { fn = stats, flags = { json = 'boolean', plot = 'string' }, args = 1 },
   verify = { fn = verify, flags = { vocab = 'integer' }, args = 1 },
   fingerprint = { fn = fingerprint, flags = { seq_len = 'integer', samples = 'integer',
     json = 'boolean' }, args = 1 },
