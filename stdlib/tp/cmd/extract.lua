@@ -385,6 +385,19 @@ local function extract_one(path, opts, ident)
     ropts[k] = v
   end
   local rec = record.from_log(log, ropts)
+  -- The Megatron dataset the log names (--data-path in its argument dump): fingerprinted into
+  -- the record when its files are readable here (docs/data.md); left as a label otherwise.
+  local eff = require('tp.frameworks.megatron').effective(rec.args or {})
+  local prefix = eff.training and eff.training.dataset
+  if type(prefix) == 'string' and prefix ~= 'mock'
+    and require('tp.fs').is_file(prefix .. '.idx') then
+    local ok, info = pcall(require('tp.data').describe, prefix, {
+      name = type(rec.dataset) == 'string' and rec.dataset or prefix:match('[^/]+$'),
+      seq_len = math.tointeger(rec.training_config.sequence_length) })
+    if ok and not info.error then
+      rec.dataset = info
+    end
+  end
   return rec, #rec.records > 0 and 0 or 1
 end
 
