@@ -273,13 +273,17 @@ function M.effective(run)
     out.intended = intended
     out.intended_source = 'recipe'
   end
+  local from_flags = false
   for name, key in pairs(TPRIMAT_KEYS) do
     if sources[name] == 'flag' and tc[name] ~= nil then
       out.intended = out.intended or {}
       out.intended[key] = tc[name]
-      out.intended_source = out.intended_source and (out.intended_source .. ' and flags')
-        or 'flags'
+      from_flags = true
     end
+  end
+  if from_flags then
+    -- Named once, however many keys the flags gave.
+    out.intended_source = out.intended_source and (out.intended_source .. ' and flags') or 'flags'
   end
   -- The dataset as a comparable label: 'mock', the recipe's name when the path matches it, else
   -- the last two components of the path (the root differs between machines).

@@ -1298,7 +1298,7 @@ local function audit_text(set, methodology_name)
       shown = shown + 1
     end
   end
-  return table.concat(lines, '\n') .. '\n'
+  return table.concat(lines, '\n') .. '\n', r.valid == true
 end
 
 -- Compares with tp.compare (rendered by tp.report when installed, else tp.compare.format).
@@ -1371,7 +1371,8 @@ local function compare_text(dirs, found, self, keep)
   if not text then
     return nil, 'tp.compare has no formatter'
   end
-  return text .. audit_text(set, self.methodology.name)
+  local atext, valid = audit_text(set, self.methodology.name)
+  return text .. atext, nil, valid
 end
 
 -- The configuration a record ran: its run id without the repeat suffix, else the file stem.
@@ -1446,10 +1447,12 @@ end
 --- Analyses the results: loads the run records (and builds records for logs that have none),
 --- compares the platforms with tp.compare (rendered by tp.report when installed), else prints the
 --- built-in summary, and reports how closely the loss curves agree. Returns the built-in summary
---- (or nil when there is nothing to compare).
+--- (or nil when there is nothing to compare), and whether the fairness audit passed (nil when
+--- it did not run).
 ---@param plan table
 ---@param out? file*
 ---@return table|nil summary
+---@return boolean|nil valid
 function Experiment:analyse(plan, out)
   out = out or io.stdout
   local dir, recorded, found = self:results_source(plan)
@@ -1502,7 +1505,7 @@ function Experiment:analyse(plan, out)
   local model = type(self.common.model) == 'table' and self.common.model.id or self.common.model
   local summary = M.summarize(records, { model = model, hardware = hardware })
   local staged = stage_records(found.records)
-  local text, why = compare_text(staged and { dir, staged } or { dir }, found, self, keep)
+  local text, why, valid = compare_text(staged and { dir, staged } or { dir }, found, self, keep)
   if staged then
     remove_tree(staged)
   end
@@ -1520,7 +1523,7 @@ function Experiment:analyse(plan, out)
     out:write(string.format('  note: %s; built-in summary follows\n\n', why))
     M.print_summary(summary, out)
   end
-  return summary
+  return summary, valid
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -1607,7 +1610,12 @@ function Experiment:cli(args, mode, program)
   if mode == 'run' then
     return status
   end
-  self:analyse(plan, io.stdout)
+  local _, valid = self:analyse(plan, io.stdout)
+  if status == 0 and valid == false then
+    -- As tplua compare: a comparison whose audit found errors is not a success.
+    io.stdout:write('\nthe fairness audit found errors: exit status 3\n')
+    status = 3
+  end
   return status
 end
 

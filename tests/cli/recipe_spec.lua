@@ -37,6 +37,18 @@ describe('tplua RECIPE.lua', function()
     assert.are.equal('', r.stderr)
   end)
 
+  it('exits 3 when the fairness audit of its results finds errors, as tplua compare does',
+    function()
+      -- tests/fixtures/results/unfair: runs whose learning rates differ across platforms.
+      local results = h.tmpdir() .. '/unfair'
+      assert(os.execute('cp -r ' .. h.shquote(h.fixture('results/unfair')) .. ' '
+        .. h.shquote(results)))
+      local r = h.run({ FLAGSHIP, '--results', results }, { env = no_gpu() })
+      assert.are.equal(3, r.code, r.stdout .. r.stderr)
+      assert.is_true(has(r.stdout, 'the comparison is NOT fair'))
+      assert.is_true(has(r.stdout, 'the fairness audit found errors: exit status 3'))
+    end)
+
   it('analyses its own results directory once it holds run records', function()
     local results = h.tmpdir()
     os.execute(string.format('mkdir -p %s/nvd && cp %s %s/nvd/',

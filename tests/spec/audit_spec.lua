@@ -236,3 +236,17 @@ describe('tp.audit.run and tp.audit.effective', function()
     assert.are.equal('oom failed (oom: HIP out of memory (line 812))', failed.message)
   end)
 end)
+
+describe('tp.audit.effective intended source', function()
+  it('names the flags once however many keys they gave', function()
+    local e = audit.effective({ id = 'r', training_config = {
+      global_batch_size = 64, sequence_length = 2048, learning_rate = 3e-4,
+      sources = { global_batch_size = 'flag', sequence_length = 'flag', learning_rate = 'flag' },
+      unified = { training = { lr = 3e-4, gbs = 64 } } } })
+    assert.are.equal('recipe and flags', e.intended_source)
+    local f = audit.effective({ id = 'f', training_config = { global_batch_size = 64,
+      sequence_length = 2048,
+      sources = { global_batch_size = 'flag', sequence_length = 'flag' } } })
+    assert.are.equal('flags', f.intended_source)
+  end)
+end)
