@@ -492,6 +492,10 @@ function Active:on_records(recs)
       st.iteration = r.iteration
     end
     st.records = st.records + 1
+    -- When each record arrived: the steady-state window's start and end in time, for its
+    -- energy (measured_window_energy).
+    self.record_times = self.record_times or {}
+    self.record_times[st.records] = mono()
     st.total = r.train_iters or st.total
     if is_finite(r.step_time_s) then
       local w = self.window
@@ -865,6 +869,45 @@ local function dataset_prefix(run)
   return nil
 end
 
+-- The energy of the steady-state window, from the GPUs' energy counters (or their power
+-- integrated) between the arrival of the record before the window and of the window's last
+-- record, divided by the tokens the window's iterations processed: J/token measured over the
+-- same iterations as tokens/s (docs/campaign.md, "Telemetry").
+function Active:measured_window_energy(rec)
+  local s = self.stopped_sampler
+  local em = rec.energy_metrics
+  if not s or type(em) ~= 'table' or em.measured ~= true then
+    return
+  end
+  local ss = dig(rec, 'performance_metrics', 'steady_state')
+  local first, last = ss and math.tointeger(ss.first_record), ss and math.tointeger(ss.last_record)
+  local times = self.record_times or {}
+  local gbs, seq = self.run.gbs, self.run.seq_len
+  if not (first and last and times[last] and gbs and seq) then
+    em.joules_per_token = json.null
+    em.joules_per_token_note = 'no steady-state window with record times, batch and length'
+    return
+  end
+  local t_from = first > 1 and times[first - 1] or self.t0
+  local prev = first > 1 and rec.records[first - 1] and rec.records[first - 1].iteration or 0
+  local last_it = rec.records[last] and rec.records[last].iteration
+  local iters = math.tointeger(last_it) and math.tointeger(prev) and (last_it - prev) or nil
+  local joules, details = s:energy_j({ from = t_from, to = times[last] })
+  if not joules or not iters or iters < 1 then
+    em.joules_per_token = json.null
+    em.joules_per_token_note = not joules and tostring(details)
+      or 'the window has no whole iterations'
+    return
+  end
+  local tokens = iters * gbs * seq
+  em.joules_per_token = joules / tokens
+  em.energy_basis = string.format('measured (%s) over the steady-state window, iterations '
+    .. '%d-%d', details.method, prev + 1, last_it)
+  em.window_energy_j = joules
+  em.window_tokens = tokens
+  em.window_s = times[last] - t_from
+end
+
 -- Builds the record of a run that ended (finished or failed).
 function Active:build_record(log, status, reason)
   local run, ctx = self.run, self.ctx
@@ -939,6 +982,7 @@ function Active:build_record(log, status, reason)
   end
   rec.energy_metrics = self.energy or { measured = false,
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }
+  self:measured_window_energy(rec)
   return scrubber:value(rec)
 end
 
@@ -974,7 +1018,9 @@ function Active:finalize()
       local t1 = mono()
       s:stop()
       self.energy = telemetry_summary(s, self.t0, t1, self.concurrent)
-      s:close()
+      -- Kept (stopped) until the record is built: the steady-state window's energy is read
+      -- from it then.
+      self.stopped_sampler = s
     elseif self.telemetry_error then
       self.energy = { measured = false,
         reason = 'no GPU telemetry: ' .. tostring(self.telemetry_error) }
@@ -1004,6 +1050,10 @@ function Active:finalize()
         outcome.record = rec
         outcome.record_path = self.record_path
       end
+    end
+    if self.stopped_sampler then
+      self.stopped_sampler:close()
+      self.stopped_sampler = nil
     end
     f.saved = true
   end

@@ -459,6 +459,44 @@ describe('the GPU and identity of a campaign record', function()
       assert.truthy(w.message:find("hardware 'h100' is not in tp.hardware", 1, true), w.message)
     end)
 
+  it('measures J/token over the steady-state window, and compare uses it (fake ROCm)', function()
+    local libpath = h.fakes_dir .. '/mi300x8'
+    if not fs.is_dir(libpath) then
+      pending('fake GPU libraries not built: ' .. libpath)
+      return
+    end
+    -- The fake MI300Xs draw 600..607 W (tests/fakes/fake_rsmi.c), 4828 W in all; 40 log lines
+    -- a second make iterations 25 ms apart, whatever step time the log prints.
+    local dir = h.tmpdir()
+    local script = dir .. '/energy.lua'
+    h.write(script, string.format([[
+local campaign = require('tp.campaign')
+local c = campaign({ results = %q, name = 'energy', runs = { { id = 'e', parser = 'megatron',
+  gbs = 32, seq_len = 1024, gpus = 8, model = 'llama3.1-8b', argv = { %q, '--megatron-gen',
+  '40', '--lines-per-sec', '40', '--step-ms', '250', '--gbs', '32' } } } })
+local s = assert(c:execute({ quiet = true, telemetry_interval = 0.02 }))
+os.exit(s.exit_code)
+]], dir .. '/res', FT))
+    local r = h.run({ script }, { env = { TPLUA_GPU_LIBPATH = libpath } })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local rec = load(dir .. '/res/e.json')
+    local em = rec.energy_metrics
+    assert.is_true(em.measured)
+    assert.truthy(tostring(em.energy_basis):find('^measured %(counter%) over the steady%-state '
+      .. 'window, iterations %d+%-40$'), tostring(em.energy_basis))
+    -- The counters' joules over the window's wall time are the fake devices' power.
+    assert.is_true(math.abs(em.window_energy_j / em.window_s / 4828 - 1) < 0.05,
+      string.format('%.1f J over %.3f s', em.window_energy_j, em.window_s))
+    assert.are.equal(em.window_energy_j / em.window_tokens, em.joules_per_token)
+    -- tp.compare takes the measured figure and says so.
+    local set = assert(require('tp.results').load({ dir .. '/res' }))
+    local res = assert(require('tp.compare').compare(set, { metrics = { 'energy_per_token' },
+      by = 'platform' }))
+    assert.are.equal('measured', res.basis.energy.amd)
+    assert.are.equal('energy_per_token', res.metrics[1].name)
+    assert.are.equal(em.joules_per_token, res.metrics[1].groups[1].mean)
+  end)
+
   it('has gpu_info.hardware and MFU of the probed GPU (fake ROCm libraries)', function()
     local libpath = h.fakes_dir .. '/mi300x8'
     if not fs.is_dir(libpath) then
