@@ -617,9 +617,9 @@ int tp_mmidx_writer_commit(TpMmidxWriter *w, TpError *err) {
     }
     if (rc == 0) {
       rc = tp_store_file_commit(&idx, err);
-    } else {
-      tp_store_file_abort(&idx);
     }
+    // Removes the temporary file unless committed; frees the object's memory either way.
+    tp_store_file_abort(&idx);
   }
   tp_mmidx_writer_abort(w);
   return rc;
