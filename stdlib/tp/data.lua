@@ -194,7 +194,7 @@ function M.synth(prefix, opts)
     synthetic = { kind = kind, seed = opts.seed or 1234, vocab = opts.vocab,
       doc_len = opts.doc_len or 2048 } }
   return require('tp.fs').write_atomic(prefix .. '.tplua.json',
-    json.encode(side, { sort_keys = true, indent = 2 }) .. '\n')
+    json.encode(side, { sort_keys = true, pretty = true }) .. '\n')
 end
 
 -- The documents of an input file: one per line of a JSONL file (its `text` field), else the
@@ -343,7 +343,7 @@ function M.prepare(inputs, opts)
   local sidecar = { schema = 'tplua.dataset/1', tokenizer = { name = 'bytes', vocab_size = 256 },
     sources = sources, documents = docs, tokens = tokens, dtype = 'uint8' }
   local sok, serr, scode = fs.write_atomic(prefix .. '.tplua.json',
-    json.encode(sidecar, { sort_keys = true, indent = 2 }) .. '\n')
+    json.encode(sidecar, { sort_keys = true, pretty = true }) .. '\n')
   if not sok then
     return nil, serr, scode
   end

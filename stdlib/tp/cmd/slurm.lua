@@ -65,7 +65,7 @@ end
 local function write_state(path, t)
   local json = require('tp.json')
   local fs = require('tp.fs')
-  assert(fs.write_atomic(path, json.encode(t, { sort_keys = true, indent = 2 }) .. '\n'))
+  assert(fs.write_atomic(path, json.encode(t, { sort_keys = true, pretty = true }) .. '\n'))
 end
 
 --- Asks Slurm about a job: scontrol first (live and recently finished jobs), then sacct (when
