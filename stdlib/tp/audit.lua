@@ -579,6 +579,85 @@ local function behaviours(runs, given)
   return out
 end
 
+-- The software stacks (records' `environment`, tp.provenance) inside each group: a driver,
+-- torch or framework commit that differs between repeats of one configuration is an error (the
+-- repeats do not measure the same thing), between other runs of one side a warning; each side's
+-- stack is stated as a note so that the two sides can be read side by side.
+local function environment_findings(runs, by, out)
+  local prov = require('tp.provenance')
+  local groups, order = {}, {}
+  for _, r in ipairs(runs) do
+    local inv = rawget(r, 'environment') or r.environment
+    if type(inv) == 'table' then
+      local g = results.get(r, by) or '(none)'
+      if not groups[g] then
+        groups[g] = {}
+        order[#order + 1] = g
+      end
+      local id = tostring(r.run_id or r.id)
+      groups[g][#groups[g] + 1] = { id = r.id, config = id:gsub('%-r%d+$', ''),
+        keys = prov.comparable(inv) }
+    end
+  end
+  table.sort(order)
+  for _, g in ipairs(order) do
+    local list = groups[g]
+    local values = {}
+    for _, e in ipairs(list) do
+      for k, v in pairs(e.keys) do
+        values[k] = values[k] or {}
+        values[k][v] = values[k][v] or {}
+        table.insert(values[k][v], e)
+      end
+    end
+    local stack = {}
+    local keys = {}
+    for k in pairs(values) do
+      keys[#keys + 1] = k
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local vals = {}
+      for v in pairs(values[k]) do
+        vals[#vals + 1] = v
+      end
+      table.sort(vals)
+      if #vals == 1 then
+        stack[#stack + 1] = k .. ' ' .. vals[1]
+      else
+        local parts, repeats = {}, false
+        local seen = {}
+        for _, v in ipairs(vals) do
+          local ids = {}
+          for _, e in ipairs(values[k][v]) do
+            ids[#ids + 1] = e.id
+            if seen[e.config] and seen[e.config] ~= v then
+              repeats = true
+            end
+            seen[e.config] = seen[e.config] or v
+          end
+          parts[#parts + 1] = string.format('%s (%s)', v, table.concat(ids, ', '))
+        end
+        stack[#stack + 1] = k .. ' ' .. table.concat(vals, ' | ')
+        if repeats then
+          out[#out + 1] = new_finding('error', 'environment_repeats', 'environment', string.format(
+            '%s: %s differs between repeats of one configuration: %s — the repeats ran on '
+              .. 'different software and do not measure the same thing', g, k,
+            table.concat(parts, ' vs ')), {})
+        else
+          out[#out + 1] = new_finding('warning', 'environment_differs', 'environment',
+            string.format('%s: %s differs between its runs: %s — compare each stack with the '
+              .. 'same one on the other side', g, k, table.concat(parts, ' vs ')), {})
+        end
+      end
+    end
+    if #stack > 0 then
+      out[#out + 1] = new_finding('info', 'environment', 'environment', string.format(
+        '%s stack: %s', g, table.concat(stack, ', ')), {})
+    end
+  end
+end
+
 local function data_findings(runs, effs, by, opts, out)
   -- Mock data in the arguments, or dataset labels that differ.
   local labels, mock, real = {}, {}, {}
@@ -803,6 +882,7 @@ function M.compare(subject, opts)
     diff_findings(runs, effs, by, m, mname, out)
     data_findings(runs, effs, by, opts, out)
   end
+  environment_findings(runs, by, out)
   sort_findings(out)
   local counts = { error = 0, warning = 0, info = 0 }
   for _, f in ipairs(out) do

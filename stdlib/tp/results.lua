@@ -29,7 +29,7 @@ M.SUMMARY_FIELDS = {
 
 -- Nested tables kept with the summary (small: a few dozen scalars each).
 local KEPT_TABLES = { 'training_config', 'performance_metrics', 'memory_metrics',
-  'energy_metrics', 'cost_metrics', 'gpu_info', 'source', 'diagnostics' }
+  'energy_metrics', 'cost_metrics', 'gpu_info', 'source', 'diagnostics', 'environment' }
 
 local DETAIL = {}
 for _, k in ipairs(M.DETAIL_FIELDS) do

@@ -970,6 +970,15 @@ function Active:build_record(log, status, reason)
       timed_out = r.timed_out == true, stragglers = r.stragglers or 0 },
     rusage = r.rusage or json.null,
   }
+  -- Which software stack produced the numbers (tp.provenance): one inventory per interpreter,
+  -- framework checkout and environment in this process.
+  local pok, provenance = pcall(require, 'tp.provenance')
+  if pok then
+    local fdir = dig(run.config, 'paths', 'framework_dir')
+    local ok, inv = pcall(provenance.inventory, { probe = gpus_info.probe, argv = run.argv,
+      framework = run.framework, framework_dir = fdir, env = run.env })
+    rec.environment = ok and scrubber:value(inv) or { error = tostring(inv) }
+  end
   if self.slurm_job then
     local j = self.slurm_job
     rec.slurm = { job_id = j.job_id or json.null, state = j.state or json.null,

@@ -31,6 +31,10 @@ describe('tplua probe', function()
     assert.are.equal(0, r.code)
     assert.are.equal('', r.stderr)
     local v = assert(json.decode(r.stdout))
+    -- The machine's environment inventory, as run records carry it.
+    assert.are.equal('tplua.environment/1', v.environment.schema)
+    assert.are.equal(h.read('/proc/sys/kernel/osrelease'):gsub('%s+$', ''),
+      v.environment.system.kernel)
     assert.truthy(r.stdout:find('"devices": []', 1, true) or #v.devices > 0)
     if #v.devices > 0 then
       pending('this machine has GPUs')
@@ -49,6 +53,14 @@ describe('tplua probe', function()
     end
     assert.are.equal(100, hip.code)
     assert.are.equal('hipErrorNoDevice', hip.code_name)
+  end)
+
+  it('asks an interpreter for its torch with --python', function()
+    local r = h.run({ 'probe', '--json', '--python', 'python3-that-is-not-there' },
+      { env = SYSTEM })
+    assert.are.equal(0, r.code, r.stderr)
+    local v = assert(json.decode(r.stdout))
+    assert.truthy(v.environment.python.error:find('python3-that-is-not-there', 1, true))
   end)
 
   it('answers in well under a second without GPUs', function()

@@ -77,6 +77,13 @@ describe('the reference trainer under tplua #slow', function()
     assert.is_true(first > 4.5, tostring(first))
     assert.is_true(last < 2.5 and last < first / 2, tostring(last))
     assert.is_true(rec.performance_metrics.tokens_per_second > 0)
+    -- The software stack that produced it (tp.provenance): the trainer's own Python and torch.
+    local e = rec.environment
+    assert.are.equal('tplua.environment/1', e.schema)
+    assert.are.equal('reference', e.framework.name)
+    assert.truthy(e.python.torch:find('^%d+%.%d+'), e.python.torch)
+    assert.are.equal('/usr/bin/python3', e.python.executable)
+    assert.truthy(e.system.kernel and e.system.os)
     local log = h.read(dir .. '/smoke-2ranks.log')
     assert.truthy(log:find('initialized data parallel with size 2 (backend gloo, cpu)', 1, true))
   end)

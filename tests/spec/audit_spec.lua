@@ -250,3 +250,40 @@ describe('tp.audit.effective intended source', function()
     assert.are.equal('flags', f.intended_source)
   end)
 end)
+
+describe('tp.audit.compare environments', function()
+  local function env(driver, torch, commit)
+    return { schema = 'tplua.environment/1', gpu_stack = { nvidia_driver = driver },
+      python = { python = '3.11.2', torch = torch }, framework = { name = 'megatron',
+        commit = commit } }
+  end
+
+  it('states each side, warns on a differing stack, fails on differing repeats', function()
+    local dir = h.tmpdir()
+    write_record(dir, 'a-r1', { platform = 'nvd', environment = env('550.54', '2.5.1', 'abc') })
+    write_record(dir, 'a-r2', { platform = 'nvd', environment = env('550.54', '2.6.0', 'abc') })
+    write_record(dir, 'b-r1', { platform = 'nvd', environment = env('560.10', '2.5.1', 'abc') })
+    write_record(dir, 'c-r1', { platform = 'amd', environment = env('6.10', '2.5.1', 'def') })
+    local r = audit.compare(assert(results.load(dir)), { convergence = false })
+    local rep = one(r.findings, 'environment_repeats')
+    assert.are.equal('error', rep.severity)
+    assert.truthy(rep.message:find('nvd: python.torch differs between repeats of one '
+      .. 'configuration: 2.5.1 (a-r1, b-r1) vs 2.6.0 (a-r2)', 1, true), rep.message)
+    local diff = one(r.findings, 'environment_differs')
+    assert.are.equal('warning', diff.severity)
+    assert.truthy(diff.message:find('nvd: gpu_stack.nvidia_driver differs between its runs: '
+      .. '550.54 (a-r1, a-r2) vs 560.10 (b-r1)', 1, true), diff.message)
+    local notes = select(r.findings, 'environment')
+    assert.are.equal(2, #notes)
+    local amd = notes[1].message:find('^amd') and notes[1] or notes[2]
+    assert.truthy(amd.message:find('amd stack: framework.commit def, gpu_stack.nvidia_driver '
+      .. '6.10, python.python 3.11.2, python.torch 2.5.1', 1, true), amd.message)
+    assert.is_false(r.valid)
+  end)
+
+  it('loads records without an environment as before', function()
+    local r = audit.compare(load('fair'))
+    assert.are.equal(0, #select(r.findings, 'environment'))
+    assert.is_true(r.valid)
+  end)
+end)

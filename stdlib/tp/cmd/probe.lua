@@ -11,11 +11,14 @@ usage: tplua probe [--json] [--timeout SECONDS] [--libpath DIRS]
 
 Asks NVML, the CUDA driver and runtime, HIP, ROCm SMI, NCCL and RCCL (each in a child process)
 and prints the devices found, each library's answer and versions, and the hardware catalog row
-each device matches with its peak dense TFLOP/s. A machine without GPUs is not an error: the
-command says so and exits 0.
+each device matches with its peak dense TFLOP/s, then the environment inventory run records
+carry (OS, kernel, tplua, the container, the NCCL_/RCCL_/HSA_/TORCH_ variables; with --python,
+that interpreter's torch). A machine without GPUs is not an error: the command says so and
+exits 0.
 
-  --json             machine output: {devices, backends, inventory}
+  --json             machine output: {devices, backends, inventory, environment}
   --timeout SECONDS  kill a library's probe after this long (default 20)
+  --python PATH      also ask this interpreter for its Python, torch, CUDA/HIP and NCCL versions
   --libpath DIRS     ':'-separated directories searched instead of the system's
                      (default $TPLUA_GPU_LIBPATH)
 
@@ -148,12 +151,20 @@ local function json_value(probe, json)
     devices = json.array(probe.devices),
     backends = probe.backends,
     inventory = probe.inventory,
+    environment = probe.environment,
   }
+end
+
+-- The machine's environment inventory (tp.provenance), as run records carry it; with `python`,
+-- also that interpreter's versions and its torch's (importing torch takes a second or so).
+local function environment(probe, python)
+  local inv = require('tp.provenance').inventory({ probe = probe, python = python })
+  return require('tp.secrets').new({}):value(inv)
 end
 
 function M.run(args)
   local opts, rest = cli.parse(args, { json = 'boolean', timeout = 'number', libpath = 'string',
-    help = 'boolean' })
+    python = 'string', help = 'boolean' })
   if not opts then
     return cli.usage_error('probe', rest, M.usage)
   end
@@ -173,6 +184,7 @@ function M.run(args)
     return 1
   end
   add_catalog(probe.devices)
+  probe.environment = environment(probe, opts.python)
   if opts.json then
     local json = require('tp.json')
     local text, jerr = json.encode(json_value(probe, json), { pretty = true, sort_keys = true })
@@ -195,6 +207,13 @@ function M.run(args)
   io.stdout:write('libraries:\n')
   print_backends(probe.backends)
   print_inventory(probe.inventory)
+  local e = probe.environment
+  local py = type(e.python) == 'table' and e.python
+  io.stdout:write(string.format('environment: %s, kernel %s, tplua %s%s%s\n',
+    e.system.os or '?', e.system.kernel or '?', e.system.tplua or '?',
+    py and string.format(', Python %s (%s)', py.python or '?', py.torch and ('torch ' .. py.torch)
+      or (py.torch_error or py.error or 'no torch')) or '',
+    e.container and (', in a ' .. e.container.runtime .. ' container') or ''))
   return 0
 end
 
