@@ -145,17 +145,16 @@ int tp_mmidx_parse(const uint8_t *idx, size_t idx_len, uint64_t bin_len, const c
   uint64_t rest = idx_len - TP_MMIDX_HEADER;
   if (s > rest / 12) {
     return tp_error_set(err, TP_EPARSE,
-                        "%s.idx: sequence count: %llu sequences need %s bytes, the file has %llu "
-                        "after the header",
-                        name, (unsigned long long)s, "more than the", (unsigned long long)rest);
+                        "%s.idx: sequence count: %llu sequences need 12 bytes each, more than the "
+                        "%llu bytes after the header",
+                        name, (unsigned long long)s, (unsigned long long)rest);
   }
   uint64_t left = rest - 12 * s;
   if (d > left / 8 || left - 8 * d != 0) {
     return tp_error_set(err, TP_EPARSE,
-                        "%s.idx: document count: %llu entries with %llu sequences need %llu bytes "
-                        "after the header, the file has %llu",
+                        "%s.idx: document count: %llu entries (8 bytes each) after %llu sequences "
+                        "(12 bytes each) do not fill the %llu bytes after the header exactly",
                         name, (unsigned long long)d, (unsigned long long)s,
-                        (unsigned long long)(12 * s) + (d <= left / 8 ? 8 * d : left + 1),
                         (unsigned long long)rest);
   }
   if (d == 0) {

@@ -49,19 +49,14 @@ local function read_pid(path)
   return s and math.tointeger(tonumber(s:match('%d+')))
 end
 
--- Two consecutive free ports and one more.
+-- A free port for slurmctld and two consecutive free ones for the two slurmd.
 local function ports()
   local ranks = require('tp.launch.ranks')
   for _ = 1, 100 do
-    local p = ranks.free_port()
-    local q = ranks.free_port()
-    local used = proc.run({ 'sh', '-c', 'cat /proc/net/tcp /proc/net/tcp6 2>/dev/null' })
-    local hexes = used and used.stdout or ''
-    local function busy(n)
-      return hexes:find(string.format(':%04X ', n), 1, true) ~= nil
-    end
-    if q ~= p and q ~= p + 1 and not busy(p + 1) and not busy(q) then
-      return q, p
+    local ctld, slurmd = ranks.free_port(), ranks.free_port()
+    local used = ranks.ports_in_use()
+    if ctld ~= slurmd and ctld ~= slurmd + 1 and not used[slurmd + 1] then
+      return ctld, slurmd
     end
   end
   error('slurm cluster: no free ports')

@@ -587,7 +587,7 @@ local function environment_findings(runs, by, out)
   local prov = require('tp.provenance')
   local groups, order = {}, {}
   for _, r in ipairs(runs) do
-    local inv = rawget(r, 'environment') or r.environment
+    local inv = r.environment
     if type(inv) == 'table' then
       local g = results.get(r, by) or '(none)'
       if not groups[g] then

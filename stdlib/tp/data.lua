@@ -197,28 +197,25 @@ function M.synth(prefix, opts)
     json.encode(side, { sort_keys = true, pretty = true }) .. '\n')
 end
 
--- The documents of an input file: one per line of a JSONL file (its `text` field), else the
--- whole file.
+-- The documents of an input file: the whole file, or one per non-blank line of a `.jsonl` file
+-- (its `text` field). Returns the list of texts, or nil and the file and line at fault.
 local function documents(path, data)
   if not path:match('%.jsonl$') then
-    return coroutine.wrap(function()
-      coroutine.yield(data, 1)
-    end)
+    return { data }
   end
   local json = require('tp.json')
-  return coroutine.wrap(function()
-    local n = 0
-    for line in data:gmatch('[^\n]+') do
-      n = n + 1
-      if line:match('%S') then
-        local ok, doc = pcall(json.decode, line)
-        if not ok or type(doc) ~= 'table' or type(doc.text) ~= 'string' then
-          error(string.format('%s:%d: a JSON object with a "text" string expected', path, n), 0)
-        end
-        coroutine.yield(doc.text, n)
+  local out, n = {}, 0
+  for line in (data .. '\n'):gmatch('([^\n]*)\n') do
+    n = n + 1
+    if line:match('%S') then
+      local ok, doc = pcall(json.decode, line)
+      if not ok or type(doc) ~= 'table' or type(doc.text) ~= 'string' then
+        return nil, string.format('%s:%d: a JSON object with a "text" string expected', path, n)
       end
+      out[#out + 1] = doc.text
     end
-  end)
+  end
+  return out
 end
 
 -- A Hugging Face tokenizer: Megatron-LM's own tools/preprocess_data.py does the work (the
@@ -320,18 +317,21 @@ function M.prepare(inputs, opts)
       w:abort()
       return nil, rerr, rcode
     end
-    local ok, err = pcall(function()
-      for text in documents(path, data) do
-        if #text > 0 then
-          assert(w:add_bytes(text, true))
-          docs = docs + 1
-          tokens = tokens + #text
-        end
-      end
-    end)
-    if not ok then
+    local texts, derr = documents(path, data)
+    if not texts then
       w:abort()
-      return nil, tostring(err), 'EPARSE'
+      return nil, derr, 'EPARSE'
+    end
+    for _, text in ipairs(texts) do
+      if #text > 0 then
+        local ok, aerr, acode = w:add_bytes(text, true)
+        if not ok then
+          w:abort()
+          return nil, aerr, acode
+        end
+        docs = docs + 1
+        tokens = tokens + #text
+      end
     end
     sources[#sources + 1] = { path = fs.realpath(path) or path, sha256 = digest.sha256(data),
       bytes = #data }

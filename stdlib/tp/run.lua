@@ -849,26 +849,6 @@ local function config_precision(run)
   return nil
 end
 
--- The Megatron indexed dataset a run's unified config names (a { path = prefix } table, or a
--- name under paths.data as the adapters resolve it: <data>/<name>/<model id>), or nil for
--- mock and synthetic data.
-local function dataset_prefix(run)
-  local t = dig(run.config, 'training') or {}
-  local d = t.dataset
-  if type(d) == 'table' and type(d.path) == 'string' then
-    return d.path, d.tokenizer or t.tokenizer
-  end
-  if type(d) == 'string' and not d:match('^mock') then
-    local model = run.config.model
-    local id = type(model) == 'table' and model.id or model
-    local data = dig(run.config, 'paths', 'data') or '/data'
-    if type(id) == 'string' then
-      return data .. '/' .. d .. '/' .. id, t.tokenizer
-    end
-  end
-  return nil
-end
-
 -- The energy of the steady-state window, from the GPUs' energy counters (or their power
 -- integrated) between the arrival of the record before the window and of the window's last
 -- record, divided by the tokens the window's iterations processed: J/token measured over the
@@ -951,7 +931,10 @@ function Active:build_record(log, status, reason)
   rec.training_config.unified = run.config and scrubber:value(run.config) or json.null
   -- The dataset's identity, when its files are reachable from here: the audit compares
   -- fingerprints across runs (docs/data.md).
-  local prefix, tokenizer = dataset_prefix(run)
+  local prefix, tokenizer
+  if type(run.config) == 'table' then
+    prefix, tokenizer = require('tp.frameworks').dataset_prefix(run.config)
+  end
   if prefix then
     local ok, info = pcall(require('tp.data').describe, prefix, { name = run.dataset
       or prefix:match('[^/]+$'), seq_len = run.seq_len, tokenizer = tokenizer })

@@ -188,7 +188,9 @@ static void test_hostile_indexes(void) {
 
   expect_error(idx, 20, 12, "data/x.idx: 20 bytes, shorter than the 34-byte header");
   expect_error(idx, 0, 12, "shorter than the 34-byte header");
-  expect_error(idx, n - 1, 12, "data/x.idx: document count");
+  expect_error(idx, n - 1, 12,
+               "data/x.idx: document count: 2 entries (8 bytes each) after 2 "
+               "sequences (12 bytes each) do not fill the 39 bytes");
   expect_error(idx, n, 10, "data/x.bin: sequence 1 (2 tokens at byte 8) ends past the end");
   expect_error(idx, n, 14, "data/x.bin: 14 bytes, but the index describes 12");
 

@@ -118,10 +118,10 @@ describe('tplua data', function()
     assert.are.equal(1, r.code)
     assert.truthy(r.stderr:find('needs Megatron-LM\'s tools/preprocess_data.py, not found at '
       .. dir .. '/no-megatron/tools/preprocess_data.py', 1, true), r.stderr)
-    h.write(dir .. '/bad.jsonl', '{"text": "ok"}\n{"txt": 3}\n')
+    h.write(dir .. '/bad.jsonl', '{"text": "ok"}\n\n{"txt": 3}\n')
     r = data({ 'prepare', dir .. '/bad.jsonl', '--out', dir .. '/bad', '--tokenizer', 'bytes' })
     assert.are.equal(1, r.code)
-    assert.truthy(r.stderr:find('bad.jsonl:2: a JSON object with a "text" string expected', 1,
+    assert.truthy(r.stderr:find('bad.jsonl:3: a JSON object with a "text" string expected', 1,
       true), r.stderr)
     -- Nothing half-written is left.
     assert.is_nil(h.read(dir .. '/bad.bin'))

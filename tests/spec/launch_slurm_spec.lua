@@ -1,6 +1,7 @@
 -- tp.launch.slurm and tp.launch.ranks without a cluster: the host-list parser, scontrol's
 -- one-line records, the batch script each option produces (GPU requests, containers, task
 -- layouts, rendezvous), the per-rank environment, and the plan of recipes with several nodes.
+local h = require('helper')
 local launch = require('tp.launch')
 local slurm = require('tp.launch.slurm')
 local ranks = require('tp.launch.ranks')
@@ -230,9 +231,19 @@ describe('tp.launch.ranks', function()
   it('picks a port no socket of this machine uses', function()
     local p = ranks.free_port()
     assert.is_true(p >= 20000 and p <= 39999)
-    local used = io.open('/proc/net/tcp'):read('a') .. (io.open('/proc/net/tcp6') or
-      io.open('/dev/null')):read('a')
-    assert.is_nil(used:find(string.format(':%04X ', p), 1, true))
+    assert.is_nil(ranks.ports_in_use()[p])
+    -- A socket that listens on it (held by a Python that asks tplua meanwhile) is seen.
+    local r = assert(require('tp.proc').run({ 'python3', '-c', string.format([[
+import socket, subprocess, sys
+s = socket.socket()
+s.bind(("127.0.0.1", %d))
+s.listen()
+sys.stdout.write(subprocess.run([%q, "-e",
+  "io.write(tostring(require('tp.launch.ranks').ports_in_use()[%d]))"],
+  capture_output=True, text=True).stdout)
+]], p, h.bin, p) }, { timeout = 60 }))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('true', r.stdout)
   end)
 end)
 

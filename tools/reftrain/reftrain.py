@@ -14,6 +14,7 @@ Exit status: 0 done, 1 a failure (the reason on stderr), 2 bad arguments.
 """
 
 import argparse
+import contextlib
 import datetime
 import math
 import os
@@ -394,7 +395,7 @@ def main(argv):
             first = base + (m * world + rank) * a.micro_batch_size
             batch = data.batch(first, a.micro_batch_size).to(device)
             sync = m == ga - 1 or world == 1
-            ctx = ddp.no_sync() if (world > 1 and not sync) else _null()
+            ctx = ddp.no_sync() if (world > 1 and not sync) else contextlib.nullcontext()
             with ctx:
                 with torch.autocast(device_type=device.type, dtype=amp, enabled=amp is not None):
                     logits = ddp(batch[:, :-1])
@@ -458,14 +459,6 @@ def main(argv):
         dist.barrier()
         dist.destroy_process_group()
     return 0
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 if __name__ == "__main__":

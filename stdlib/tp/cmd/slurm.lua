@@ -101,12 +101,38 @@ function M.query(job)
   return nil
 end
 
--- Follows output files: complete lines are written to `out` as they arrive.
+local function node_logs(dir)
+  local fs = require('tp.fs')
+  local out = {}
+  for _, e in ipairs(fs.list(dir) or {}) do
+    local n = e.name:match('^node%-(%d+)%.log$')
+    if n then
+      out[#out + 1] = { n = tonumber(n), path = fs.join(dir, e.name) }
+    end
+  end
+  table.sort(out, function(a, b)
+    return a.n < b.n
+  end)
+  local paths = {}
+  for i, e in ipairs(out) do
+    paths[i] = e.path
+  end
+  return paths
+end
+
+local function remove_node_logs(dir)
+  for _, p in ipairs(node_logs(dir)) do
+    os.remove(p)
+  end
+end
+
+-- Follows output files: the files added, and every node log of `dir` as it appears; complete
+-- lines are written to `out` as they arrive.
 local Follower = {}
 Follower.__index = Follower
 
-local function follower(out)
-  return setmetatable({ files = {}, order = {}, out = out }, Follower)
+local function follower(out, dir)
+  return setmetatable({ files = {}, order = {}, out = out, dir = dir }, Follower)
 end
 
 function Follower:add(path)
@@ -117,6 +143,9 @@ function Follower:add(path)
 end
 
 function Follower:poll(final)
+  for _, p in ipairs(node_logs(self.dir)) do
+    self:add(p)
+  end
   for _, path in ipairs(self.order) do
     local st = self.files[path]
     local f = io.open(path, 'rb')
@@ -150,24 +179,6 @@ local function say(fmt, ...)
   io.stderr:flush()
 end
 
-local function node_logs(dir)
-  local fs = require('tp.fs')
-  local out = {}
-  for _, e in ipairs(fs.list(dir) or {}) do
-    local n = e.name:match('^node%-(%d+)%.log$')
-    if n then
-      out[#out + 1] = { n = tonumber(n), path = fs.join(dir, e.name) }
-    end
-  end
-  table.sort(out, function(a, b)
-    return a.n < b.n
-  end)
-  local paths = {}
-  for i, e in ipairs(out) do
-    paths[i] = e.path
-  end
-  return paths
-end
 
 -- Parses a subcommand's flags (plus --help) and its one positional argument. Returns opts and
 -- the argument list, or nil, nil and the exit status (after the usage or its error).
@@ -195,14 +206,12 @@ local function step(dir, script, state_path, alloc)
   local proc = require('tp.proc')
   local slurm = require('tp.launch.slurm')
   local job_id = math.tointeger(tonumber(alloc)) or alloc
-  for _, p in ipairs(node_logs(dir)) do
-    os.remove(p)
-  end
+  remove_node_logs(dir)
   local state = { job_id = job_id, mode = 'step', finished = false, script = script,
     submitted_at = now_iso() }
   write_state(state_path, state)
   say('running in allocation %s: the script runs here, srun makes a job step', tostring(job_id))
-  local follow = follower(io.stdout)
+  local follow = follower(io.stdout, dir)
   local parent = ppid()
   local loop <close> = proc.loop()
   local result, detached
@@ -216,9 +225,6 @@ local function step(dir, script, state_path, alloc)
       result = r
     end }))
   loop:timer(0.5, function()
-    for _, p in ipairs(node_logs(dir)) do
-      follow:add(p)
-    end
     follow:poll(false)
     if ppid() ~= parent and not detached then
       -- Nobody follows the step any more: stop it (the allocation stays).
@@ -227,9 +233,6 @@ local function step(dir, script, state_path, alloc)
     end
   end)
   local summary = assert(loop:run())
-  for _, p in ipairs(node_logs(dir)) do
-    follow:add(p)
-  end
   follow:poll(true)
   local nodelist = os.getenv('SLURM_JOB_NODELIST')
   state.nodelist = nodelist
@@ -291,9 +294,7 @@ local function job(args)
     end
   end
   if not job_id then
-    for _, p in ipairs(node_logs(dir)) do
-      os.remove(p)
-    end
+    remove_node_logs(dir)
     local r, err = proc.run({ 'sbatch', '--parsable', script }, { cwd = dir, timeout = 120 })
     if not r then
       say('sbatch cannot be started: %s', tostring(err))
@@ -313,7 +314,7 @@ local function job(args)
     say('submitted batch job %d', job_id)
   end
   state.attached = attached or false
-  local follow = follower(io.stdout)
+  local follow = follower(io.stdout, dir)
   local batch_log = fs.join(dir, string.format('slurm-%s.out', tostring(job_id)))
   follow:add(batch_log)
 
@@ -327,9 +328,6 @@ local function job(args)
   local next_poll = 0
   local clock = require('tp.gpu').now
   loop:timer(0.5, function()
-    for _, p in ipairs(node_logs(dir)) do
-      follow:add(p)
-    end
     follow:poll(false)
     if ppid() ~= parent then
       detached = true
@@ -356,9 +354,6 @@ local function job(args)
     end
   end)
   local summary = assert(loop:run())
-  for _, p in ipairs(node_logs(dir)) do
-    follow:add(p)
-  end
   follow:poll(ended)
   if not ended then
     state.finished = false

@@ -317,15 +317,38 @@ local function resolve_model(m)
   return out
 end
 
+--- The Megatron dataset prefix a unified config (normalized or not) names, and its tokenizer
+--- when the config says: `{ path = prefix }` as given; a name other than the synthetic ones
+--- ('mock', 'mock-...') under paths.data as <name>/<model id> (one tokenised copy per model).
+--- nil for synthetic data.
+---@param config table
+---@return string|nil prefix
+---@return string|nil tokenizer
+function M.dataset_prefix(config)
+  local t = type(config.training) == 'table' and config.training or {}
+  local d = t.dataset
+  if type(d) == 'table' and type(d.path) == 'string' then
+    return d.path, d.tokenizer or t.tokenizer
+  end
+  if type(d) == 'string' and not d:match('^mock') then
+    local model = config.model
+    local id = type(model) == 'table' and model.id or model
+    local data = type(config.paths) == 'table' and config.paths.data or DEFAULTS.paths.data
+    if type(id) == 'string' then
+      return data .. '/' .. d .. '/' .. id, t.tokenizer
+    end
+  end
+  return nil
+end
+
 local function dataset_spec(c)
   local d = c.training.dataset
   local tok = c.training.tokenizer or c.model.hf_name
   if d == 'mock' then
     return { kind = 'mock', tokenizer = tok }
   elseif type(d) == 'string' then
-    -- A named dataset lives under paths.data as <name>/<model id>: one tokenised copy per model.
-    return { kind = 'indexed', name = d, path = c.paths.data .. '/' .. d .. '/' .. c.model.id,
-             tokenizer = tok }
+    return { kind = 'indexed', name = d,
+             path = c.paths.data .. '/' .. d .. '/' .. c.model.id, tokenizer = tok }
   end
   return { kind = 'indexed', path = d.path, tokenizer = d.tokenizer or tok }
 end

@@ -82,7 +82,8 @@ function M.build(config)
     fail('reference: model.qkv_bias: the reference model has no biases')
   end
   if m.rope_scaling then
-    fail('reference: model.rope_scaling: not implemented by the reference trainer')
+    fail('reference: model.rope_scaling: the reference trainer uses plain RoPE (choose a model '
+      .. 'without rope_scaling, such as ref-tiny)')
   end
   if t.precision == 'fp8' then
     fail('reference: training.precision: fp8 is not supported (bf16 or fp16)')

@@ -26,8 +26,10 @@ local function whole(opts, name, default, min)
   return v
 end
 
--- Ports in use on this machine: the local ports of /proc/net/tcp and tcp6 (any state).
-local function ports_in_use()
+--- The TCP ports sockets of this machine use: the local ports of /proc/net/tcp and tcp6 (any
+--- state), as a set.
+---@return table<integer, true>
+function M.ports_in_use()
   local used = {}
   for _, path in ipairs({ '/proc/net/tcp', '/proc/net/tcp6' }) do
     local f = io.open(path, 'r')
@@ -50,7 +52,7 @@ end
 --- binds it, as with torchrun's own choice of a free port.
 ---@return integer
 function M.free_port()
-  local used = ports_in_use()
+  local used = M.ports_in_use()
   for _ = 1, 1000 do
     local p = math.random(20000, 39999)
     if not used[p] then

@@ -186,7 +186,6 @@ M.STATES = {
 ---@return table<string, string>
 function M.parse_scontrol(line)
   local out = {}
-  local pos = 1
   local name_pat = '()([%a][%w:/_]*)='
   local starts = {}
   for at, name in line:gmatch(name_pat) do
@@ -199,9 +198,7 @@ function M.parse_scontrol(line)
     local vstart = s.at + #s.name + 1
     local vend = starts[i + 1] and (starts[i + 1].at - 2) or #line
     out[s.name] = line:sub(vstart, vend):gsub('%s+$', '')
-    pos = vend
   end
-  local _ = pos
   return out
 end
 
