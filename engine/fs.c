@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 static TpFsType mode_type(mode_t m) {
@@ -40,6 +41,17 @@ int tp_fs_stat(const char *path, bool nofollow, TpFsStat *st, TpError *err) {
     return tp_error_errno(err, "%s", path);
   }
   tp_fs_from_stat(&s, st);
+  return 0;
+}
+
+int tp_fs_space(const char *path, uint64_t *avail, uint64_t *total, TpError *err) {
+  struct statvfs v;
+  if (statvfs(path, &v) != 0) {
+    return tp_error_errno(err, "%s", path);
+  }
+  uint64_t unit = v.f_frsize ? (uint64_t)v.f_frsize : (uint64_t)v.f_bsize;
+  *avail = (uint64_t)v.f_bavail * unit;
+  *total = (uint64_t)v.f_blocks * unit;
   return 0;
 }
 

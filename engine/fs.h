@@ -29,6 +29,11 @@ void tp_fs_from_stat(const struct stat *s, TpFsStat *out);
 /// @return 0, or -errno with `err` filled ("<path>: <reason>").
 int tp_fs_stat(const char *path, bool nofollow, TpFsStat *st, TpError *err);
 
+/// The space of the file system holding `path`: bytes an unprivileged writer may still use
+/// (statvfs f_bavail) and its size.
+/// @return 0, or -errno with `err` filled ("<path>: <reason>").
+int tp_fs_space(const char *path, uint64_t *avail, uint64_t *total, TpError *err);
+
 /// Opens `path` for reading (O_RDONLY | O_CLOEXEC) and fstats it into `st`; a directory is refused
 /// with -EISDIR ("<path>: Is a directory"), as are failures of open or fstat ("<path>:
 /// <strerror>").

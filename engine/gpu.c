@@ -792,6 +792,9 @@ static TpGpuDevice *device_slot(TpGpuProbe *p, TpGpuApi api, int index) {
   d->cc_major = d->cc_minor = -1;
   d->sm_count = d->clock_khz = d->memory_clock_khz = d->memory_bus_width = -1;
   d->power_limit_mw = -1;
+  d->memory_used = -1;
+  d->clock_now_khz = d->app_clock_khz = -1;
+  d->ecc = d->persistence = d->nprocesses = -1;
   return d;
 }
 
@@ -911,7 +914,33 @@ static int device_field(TpGpuDevice *d, const char *key, const char *value) {
   INT_FIELD(memory_clock_khz, -1, 1000000000)
   INT_FIELD(memory_bus_width, -1, 1000000)
   INT_FIELD(power_limit_mw, -1, 1000000000)
+  INT_FIELD(clock_now_khz, -1, 1000000000)
+  INT_FIELD(app_clock_khz, -1, 1000000000)
+  INT_FIELD(ecc, -1, 1)
+  INT_FIELD(persistence, -1, 1)
+  INT_FIELD(nprocesses, -1, 1000000)
 #undef INT_FIELD
+  if (strcmp(key, "memory_used") == 0) {
+    if (parse_int(value, -1, (long long)1 << 60, &v) != 0) {
+      return -1;
+    }
+    d->memory_used = (int64_t)v;
+    return 0;
+  }
+  if (strcmp(key, "process") == 0) {
+    // "pid bytes": one line per process, kept as "pid:bytes" words.
+    long long pid = 0, bytes = 0;
+    char extra = 0;
+    if (sscanf(value, "%lld %lld %c", &pid, &bytes, &extra) != 2 || pid < 0 || bytes < -1) {
+      return -1;
+    }
+    char word[48];
+    snprintf(word, sizeof word, "%lld:%lld", pid, bytes);
+    if (strlen(d->processes) + strlen(word) + 2 <= sizeof d->processes) {  // whole words only
+      append_joined(d->processes, sizeof d->processes, " ", word);
+    }
+    return 0;
+  }
   if (strcmp(key, "memory_total") == 0) {
     if (parse_int(value, 0, (long long)1 << 60, &v) != 0) {
       return -1;

@@ -80,7 +80,15 @@ typedef struct TpGpuDevice {
   char pci_bus_id[32];   ///< normalised "dddd:bb:dd.f", lowercase hex
   char uuid[64];         ///< "GPU-..." text
   int power_limit_mw;    ///< enforced power limit (NVML) or power cap (ROCm SMI)
-  char error[512];       ///< "; "-joined failed queries, "" when none
+  // The device's state when probed (preflight and the run record's environment).
+  int64_t memory_used;  ///< bytes in use, -1 unknown
+  int clock_now_khz;    ///< SM clock now (NVML), -1 unknown
+  int app_clock_khz;    ///< applications (target) SM clock (NVML), -1 unknown
+  int ecc;              ///< ECC mode now: 1 on, 0 off, -1 unknown
+  int persistence;      ///< persistence mode (NVML): 1 on, 0 off, -1 unknown
+  int nprocesses;       ///< compute processes on the device, -1 unknown (list not readable)
+  char processes[256];  ///< "pid:bytes" of each, space-joined, cut to fit (bytes -1 unknown)
+  char error[512];      ///< "; "-joined failed queries, "" when none
 } TpGpuDevice;
 
 /// The whole probe: one record per api and the devices they listed.

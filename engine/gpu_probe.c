@@ -126,6 +126,47 @@ typedef int (*nvml_dev_ptr_fn)(void *, void *);
 typedef int (*nvml_dev_clock_fn)(void *, int, unsigned *);
 typedef int (*nvml_dev_cc_fn)(void *, int *, int *);
 typedef int (*nvml_dev_uint_fn)(void *, unsigned *);
+typedef int (*nvml_dev_int_fn)(void *, int *);
+typedef int (*nvml_dev_int2_fn)(void *, int *, int *);
+typedef int (*nvml_procs_fn)(void *, unsigned *, void *);
+
+static const char *nvml_code_name(int rc);
+
+// nvmlProcessInfo_t (the _v2/_v3 layout): pid, usedGpuMemory, gpuInstanceId,
+// computeInstanceId [nvml.h]; usedGpuMemory is NVML_VALUE_NOT_AVAILABLE (all ones) when the
+// driver cannot tell (e.g. under Windows WDDM or without privileges).
+typedef struct NvmlProcess {
+  unsigned pid;
+  unsigned long long used;
+  unsigned gpu_instance, compute_instance;
+} NvmlProcess;
+#define NVML_PROCESSES_MAX     64
+#define NVML_INSUFFICIENT_SIZE 7
+
+// Reports the compute processes of one device: their count, and "pid bytes" for each.
+static void nvml_processes(int fd, int d, void *h, nvml_procs_fn procs) {
+  NvmlProcess list[NVML_PROCESSES_MAX];
+  unsigned n = NVML_PROCESSES_MAX;
+  memset(list, 0, sizeof list);
+  int rc = procs(h, &n, list);
+  if (rc == NVML_INSUFFICIENT_SIZE) {
+    D(fd, d, "nprocesses", "%u", n);  // more than the list holds: the count is enough
+    return;
+  }
+  if (rc != 0) {
+    D(fd, d, "error", "nvmlDeviceGetComputeRunningProcesses: error %d (%s)", rc,
+      nvml_code_name(rc));
+    return;
+  }
+  if (n > NVML_PROCESSES_MAX) {
+    n = NVML_PROCESSES_MAX;
+  }
+  D(fd, d, "nprocesses", "%u", n);
+  for (unsigned k = 0; k < n; k++) {
+    long long used = list[k].used == ~0ULL ? -1 : (long long)list[k].used;
+    D(fd, d, "process", "%u %lld", list[k].pid, used);
+  }
+}
 
 // NVML_ERROR_* names by value [nvml.h enum nvmlReturn_enum].
 static const char *nvml_code_name(int rc) {
@@ -234,6 +275,14 @@ static void probe_nvml(int fd, const char *libpath) {
   nvml_dev_clock_fn maxclk = (nvml_dev_clock_fn)tp_gpu_sym(&lib, "nvmlDeviceGetMaxClockInfo");
   nvml_dev_cc_fn cc = (nvml_dev_cc_fn)tp_gpu_sym(&lib, "nvmlDeviceGetCudaComputeCapability");
   nvml_dev_uint_fn plimit = (nvml_dev_uint_fn)tp_gpu_sym(&lib, "nvmlDeviceGetEnforcedPowerLimit");
+  nvml_dev_clock_fn clk = (nvml_dev_clock_fn)tp_gpu_sym(&lib, "nvmlDeviceGetClockInfo");
+  nvml_dev_clock_fn appclk = (nvml_dev_clock_fn)tp_gpu_sym(&lib, "nvmlDeviceGetApplicationsClock");
+  nvml_dev_int2_fn ecc = (nvml_dev_int2_fn)tp_gpu_sym(&lib, "nvmlDeviceGetEccMode");
+  nvml_dev_int_fn persist = (nvml_dev_int_fn)tp_gpu_sym(&lib, "nvmlDeviceGetPersistenceMode");
+  nvml_procs_fn procs = (nvml_procs_fn)tp_gpu_sym(&lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+  if (!procs) {
+    procs = (nvml_procs_fn)tp_gpu_sym(&lib, "nvmlDeviceGetComputeRunningProcesses_v2");
+  }
   for (unsigned i = 0; i < n; i++) {
     int d = (int)i;
     void *h = NULL;
@@ -281,6 +330,7 @@ static void probe_nvml(int fd, const char *libpath) {
       rc = mem(h, m);
       if (rc == 0) {
         D(fd, d, "memory_total", "%llu", m[0]);
+        D(fd, d, "memory_used", "%llu", m[2]);
       } else {
         D(fd, d, "error", "nvmlDeviceGetMemoryInfo: error %d (%s)", rc, nvml_code_name(rc));
       }
@@ -302,6 +352,24 @@ static void probe_nvml(int fd, const char *libpath) {
     unsigned mw = 0;
     if (plimit && plimit(h, &mw) == 0) {
       D(fd, d, "power_limit_mw", "%u", mw);
+    }
+    if (clk && clk(h, 1, &mhz) == 0) {  // NVML_CLOCK_SM: the clock now
+      D(fd, d, "clock_now_khz", "%u", mhz * 1000u);
+    }
+    if (appclk && appclk(h, 1, &mhz) == 0) {  // the applications clock the GPU aims for
+      D(fd, d, "app_clock_khz", "%u", mhz * 1000u);
+    }
+    int cur = -1, pending = -1;  // nvmlEnableState_t: 0 disabled, 1 enabled
+    if (ecc && ecc(h, &cur, &pending) == 0 && (cur == 0 || cur == 1)) {
+      D(fd, d, "ecc", "%d", cur);
+    }
+    int pm = -1;
+    if (persist && persist(h, &pm) == 0 && (pm == 0 || pm == 1)) {
+      D(fd, d, "persistence", "%d", pm);
+    }
+    if (procs) {
+      B(fd, "phase", "nvmlDeviceGetComputeRunningProcesses(%u)", i);
+      nvml_processes(fd, d, h, procs);
     }
   }
   B(fd, "device_count", "%u", n);
@@ -925,6 +993,59 @@ typedef int (*rsmi_name_fn)(uint32_t, char *, size_t);
 typedef int (*rsmi_u64_fn)(uint32_t, uint64_t *);
 typedef int (*rsmi_memtotal_fn)(uint32_t, int, uint64_t *);
 typedef int (*rsmi_cap_fn)(uint32_t, uint32_t, uint64_t *);
+typedef int (*rsmi_procs_fn)(void *, uint32_t *);
+typedef int (*rsmi_proc_gpus_fn)(uint32_t, uint32_t *, uint32_t *);
+
+static const char *rsmi_code_name(int rc);
+
+// rsmi_process_info_t: process_id, pasid, vram_usage, sdma_usage, cu_occupancy [rocm_smi.h].
+// Slots are padded to 64 bytes so that a later, longer layout cannot overrun the list.
+typedef struct RsmiProcess {
+  uint32_t pid, pasid;
+  uint64_t vram, sdma;
+  uint32_t cu_occupancy;
+  unsigned char spare[36];
+} RsmiProcess;
+#define RSMI_PROCESSES_MAX 64
+
+// ROCm SMI lists processes for the whole machine; each process names the devices it uses.
+// Reports, for every device, the count and "pid bytes" of those on it (bytes: the process's
+// VRAM over all its devices; -1 when it uses several, as the share per device is unknown).
+static void rsmi_processes(int fd, uint32_t ndev, rsmi_procs_fn procs, rsmi_proc_gpus_fn gpus) {
+  RsmiProcess list[RSMI_PROCESSES_MAX];
+  uint32_t n = RSMI_PROCESSES_MAX;
+  memset(list, 0, sizeof list);
+  B(fd, "phase", "rsmi_compute_process_info_get");
+  int rc = procs(list, &n);
+  if (rc != 0 && rc != 0x10) {  // RSMI_STATUS_INSUFFICIENT_SIZE: the first n are filled
+    for (uint32_t i = 0; i < ndev; i++) {
+      D(fd, (int)i, "error", "rsmi_compute_process_info_get: error %d (%s)", rc,
+        rsmi_code_name(rc));
+    }
+    return;
+  }
+  if (n > RSMI_PROCESSES_MAX) {
+    n = RSMI_PROCESSES_MAX;
+  }
+  unsigned counts[TP_GPU_DEVICES_MAX] = {0};
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t idx[TP_GPU_DEVICES_MAX];
+    uint32_t nd = TP_GPU_DEVICES_MAX;
+    if (!gpus || gpus(list[k].pid, idx, &nd) != 0) {
+      continue;
+    }
+    for (uint32_t j = 0; j < nd && j < TP_GPU_DEVICES_MAX; j++) {
+      if (idx[j] < ndev) {
+        counts[idx[j]]++;
+        D(fd, (int)idx[j], "process", "%u %lld", list[k].pid,
+          nd == 1 ? (long long)list[k].vram : -1LL);
+      }
+    }
+  }
+  for (uint32_t i = 0; i < ndev; i++) {
+    D(fd, (int)i, "nprocesses", "%u", gpus ? counts[i] : 0u);
+  }
+}
 
 // rsmi_status_t names by value [rocm_smi.h].
 static const char *rsmi_code_name(int rc) {
@@ -1013,6 +1134,10 @@ static void probe_rsmi(int fd, const char *libpath) {
   rsmi_u64_fn uid = (rsmi_u64_fn)tp_gpu_sym(&lib, "rsmi_dev_unique_id_get");
   rsmi_memtotal_fn memtotal = (rsmi_memtotal_fn)tp_gpu_sym(&lib, "rsmi_dev_memory_total_get");
   rsmi_cap_fn cap = (rsmi_cap_fn)tp_gpu_sym(&lib, "rsmi_dev_power_cap_get");
+  rsmi_memtotal_fn memused = (rsmi_memtotal_fn)tp_gpu_sym(&lib, "rsmi_dev_memory_usage_get");
+  rsmi_u64_fn ecc = (rsmi_u64_fn)tp_gpu_sym(&lib, "rsmi_dev_ecc_enabled_get");
+  rsmi_procs_fn procs = (rsmi_procs_fn)tp_gpu_sym(&lib, "rsmi_compute_process_info_get");
+  rsmi_proc_gpus_fn procgpus = (rsmi_proc_gpus_fn)tp_gpu_sym(&lib, "rsmi_compute_process_gpus_get");
   for (uint32_t i = 0; i < n; i++) {
     int d = (int)i;
     D(fd, d, "vendor", "amd");
@@ -1051,6 +1176,15 @@ static void probe_rsmi(int fd, const char *libpath) {
     if (cap && cap(i, 0, &v) == 0) {
       D(fd, d, "power_limit_mw", "%llu", (unsigned long long)(v / 1000));  // microwatts
     }
+    if (memused && memused(i, 0, &v) == 0) {
+      D(fd, d, "memory_used", "%llu", (unsigned long long)v);
+    }
+    if (ecc && ecc(i, &v) == 0) {  // a mask of the RAS blocks with ECC on
+      D(fd, d, "ecc", "%d", v != 0);
+    }
+  }
+  if (procs && n > 0) {
+    rsmi_processes(fd, n, procs, procgpus);
   }
   B(fd, "device_count", "%u", n);
   if (shutdown) {

@@ -30,6 +30,22 @@ static int fs_stat(lua_State *L) {
   return 1;
 }
 
+// fs.space(path) -> {available =, total =} (bytes) | nil, err, code
+static int fs_space(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  uint64_t avail = 0, total = 0;
+  TpError err;
+  if (tp_fs_space(path, &avail, &total, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)avail);
+  lua_setfield(L, -2, "available");
+  lua_pushinteger(L, (lua_Integer)total);
+  lua_setfield(L, -2, "total");
+  return 1;
+}
+
 // fs.mkdir_p(path, mode) -> true | nil, err, code
 static int fs_mkdir_p(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
@@ -139,6 +155,7 @@ int luaopen_tp__fs(lua_State *L) {
       {"mkdir_p", fs_mkdir_p},
       {"realpath", fs_realpath},
       {"stat", fs_stat},
+      {"space", fs_space},
       {"write_atomic", fs_write_atomic},
       {NULL, NULL},
   };

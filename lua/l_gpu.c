@@ -125,7 +125,7 @@ static void push_backend(lua_State *L, const TpGpuBackend *b) {
 }
 
 static void push_device(lua_State *L, const TpGpuDevice *d) {
-  lua_createtable(L, 0, 18);
+  lua_createtable(L, 0, 26);
   lua_pushstring(L, tp_gpu_api_name(d->api));
   lua_setfield(L, -2, "api");
   lua_pushinteger(L, d->index);
@@ -147,6 +147,42 @@ static void push_device(lua_State *L, const TpGpuDevice *d) {
   set_str(L, "pci_bus_id", d->pci_bus_id);
   set_str(L, "uuid", d->uuid);
   set_int(L, "power_limit_mw", d->power_limit_mw);
+  if (d->memory_used >= 0) {
+    lua_pushinteger(L, (lua_Integer)d->memory_used);
+    lua_setfield(L, -2, "memory_used");
+  }
+  set_int(L, "clock_now_khz", d->clock_now_khz);
+  set_int(L, "app_clock_khz", d->app_clock_khz);
+  if (d->ecc >= 0) {
+    lua_pushboolean(L, d->ecc);
+    lua_setfield(L, -2, "ecc");
+  }
+  if (d->persistence >= 0) {
+    lua_pushboolean(L, d->persistence);
+    lua_setfield(L, -2, "persistence");
+  }
+  if (d->nprocesses >= 0) {
+    // processes = {{pid =, memory =}, ...}: memory absent when the library cannot tell.
+    lua_createtable(L, d->nprocesses, 0);
+    int k = 0;
+    const char *s = d->processes;
+    long long pid = 0, bytes = 0;
+    int used = 0;
+    while (sscanf(s, "%lld:%lld%n", &pid, &bytes, &used) == 2) {
+      lua_createtable(L, 0, 2);
+      lua_pushinteger(L, (lua_Integer)pid);
+      lua_setfield(L, -2, "pid");
+      if (bytes >= 0) {
+        lua_pushinteger(L, (lua_Integer)bytes);
+        lua_setfield(L, -2, "memory");
+      }
+      lua_rawseti(L, -2, ++k);
+      s += used;
+    }
+    lua_setfield(L, -2, "processes");
+    lua_pushinteger(L, d->nprocesses);  // may exceed #processes (a list cut to fit)
+    lua_setfield(L, -2, "process_count");
+  }
   set_str(L, "error", d->error);
 }
 

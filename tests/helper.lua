@@ -101,6 +101,24 @@ function M.run(args, opts)
   }
 end
 
+--- Why a test of real training cannot run here (Debian's python3-torch missing for
+--- /usr/bin/python3), or nil when it can. Asked once per spec file.
+local torch_why
+function M.torch_missing()
+  if torch_why == nil then
+    local r = require('tp.proc').run({ '/usr/bin/python3', '-c',
+      'import torch, torch.distributed' }, { timeout = 120 })
+    torch_why = false
+    if not r then
+      torch_why = '/usr/bin/python3 cannot be started'
+    elseif r.code ~= 0 then
+      torch_why = 'PyTorch is not installed for /usr/bin/python3 (scripts/install-deps '
+        .. 'installs python3-torch)'
+    end
+  end
+  return torch_why or nil
+end
+
 -- Remove the temporary directories when busted exits.
 local function cleanup()
   for _, d in ipairs(tmpdirs) do

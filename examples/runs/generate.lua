@@ -494,7 +494,7 @@ end
 
 -- The run's identity goes in through `tplua extract`'s flags, as a user who trained elsewhere
 -- would give it. No --gpu: no GPU ran these logs, so the records name none (tplua compare and
--- tplua report take the catalog rows with --hardware).
+-- tplua report assume each platform's planned GPU, and say so; --hardware gives another).
 local extract = require('tp.cmd.extract')
 for _, w in ipairs(written) do
   local run = w.run

@@ -280,7 +280,7 @@ local function check_record(path, id, hash)
   if type(rec) ~= 'table' then
     return false, 'unreadable (' .. tostring(err) .. ')'
   end
-  if rec.schema ~= 'tplua.run/1' or rec.run_id ~= id then
+  if not require('tp.record').readable(rec.schema) or rec.run_id ~= id then
     return false, 'not a run record of this run'
   end
   if rec.config_hash ~= hash then

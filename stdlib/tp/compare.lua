@@ -7,7 +7,7 @@ local stats = require('tp.stats')
 local json = require('tp.json')
 local metrics = require('tp.metrics')
 local hardware = require('tp.hardware')
-local models = require('tp.models')
+local efficiency = require('tp.efficiency')
 
 local M = {}
 
@@ -120,58 +120,31 @@ end
 -- ---------------------------------------------------------------------------------------------
 -- Per-run values.
 
--- The catalog id a record names for its GPU: gpu_info.hardware, written by tp.record.from_log
--- with opts.hardware (tplua extract --gpu, campaign runs on a catalog GPU). Null or absent: nil.
-local function recorded_hardware(run)
-  local gi = run.gpu_info
-  if type(gi) ~= 'table' then
-    return nil
-  end
-  local id = gi.hardware
-  if type(id) == 'string' and id ~= '' then
-    return id
-  end
-  return nil
+-- The catalog id given for a run or its group (opts.hardware), if any.
+local function given_hardware(run, group, ctx)
+  return ctx.opts.hardware and (ctx.opts.hardware[group] or ctx.opts.hardware[run.id])
 end
 
--- The catalog row of the run's GPU: opts.hardware[group or run id] (an id) wins, then the id the
--- record names (gpu_info.hardware), else the match of the recorded device name. A recorded id
--- the catalog does not know is reported, not replaced by a guess from the name. Returns row or
--- nil, reason.
+-- Notes a GPU taken from the run's platform (tp.efficiency.hardware's last resort).
+local function note_hardware(run, group, row, how, ctx)
+  if how == 'assumed from the platform' then
+    ctx.assumed[group] = { id = row.id, platform = run.platform }
+  end
+end
+
+-- The catalog row of the run's GPU (tp.efficiency.hardware), cached per run: row, or nil, why.
 local function hardware_of(run, group, ctx)
   local key = run.id
-  if ctx.hw_cache[key] ~= nil then
-    return ctx.hw_cache[key] or nil, ctx.hw_why[key]
-  end
-  local row, why
-  local given = ctx.opts.hardware and (ctx.opts.hardware[group] or ctx.opts.hardware[run.id])
-  local recorded = recorded_hardware(run)
-  if given then
-    row, why = hardware.get(given)
-  elseif recorded then
-    row, why = hardware.get(recorded)
-    if not row then
-      why = string.format("the record's gpu_info.hardware '%s' is not in tp.hardware (give " ..
-        'hardware = {%s = id})', recorded, tostring(group))
+  if ctx.hw_cache[key] == nil then
+    local row, how = efficiency.hardware(run, { hardware = given_hardware(run, group, ctx),
+      group = group })
+    ctx.hw_cache[key] = row or false
+    ctx.hw_why[key] = how
+    if row then
+      note_hardware(run, group, row, how, ctx)
     end
-  elseif type(run.gpu) == 'string' then
-    row, why = hardware.match({ name = run.gpu })
-  else
-    why = string.format('the record names no GPU (gpu_info); give its catalog id: hardware = '
-      .. '{%s = id} (tplua compare --hardware %s=ID; ids: %s)', tostring(group), tostring(group),
-      table.concat(hardware.ids(), ', '))
   end
-  ctx.hw_cache[key] = row or false
-  ctx.hw_why[key] = why
-  return row, why
-end
-
-local function precision_of(run)
-  local p = run.precision
-  if p == 'bf16' or p == 'fp16' or p == 'fp8' or p == 'fp32' or p == 'tf32' or p == 'fp4' then
-    return p, false
-  end
-  return 'bf16', true
+  return ctx.hw_cache[key] or nil, ctx.hw_why[key]
 end
 
 local function mfu_of(run, group, ctx)
@@ -179,67 +152,42 @@ local function mfu_of(run, group, ctx)
   if cached ~= nil then
     return cached.value, cached.why, cached.r
   end
-  local value, why, r
-  if is_finite(run.mfu) then
-    value = run.mfu
+  local value, d = efficiency.mfu(run, { hardware = given_hardware(run, group, ctx),
+    group = group, convention = ctx.opts.convention })
+  local why, r
+  if value == nil then
+    why = d
+  elseif d.recorded then
     ctx.notes.mfu_recorded = true
-  elseif not is_finite(run.tokens_per_s) or not is_finite(run.gpus) or not is_finite(run.seq_len)
-  then
-    why = 'tokens/s, GPU count or sequence length unknown'
-  elseif type(run.model) ~= 'string' then
-    why = 'the record names no model'
-  elseif not models.get(run.model) then
-    why = string.format("model '%s' is not in tp.models", run.model)
   else
-    local row, hwhy = hardware_of(run, group, ctx)
-    if not row then
-      why = hwhy
-    else
-      local precision, assumed = precision_of(run)
-      local res, err = metrics.mfu({ tokens_per_s = run.tokens_per_s,
-        gpus = math.tointeger(run.gpus) or math.floor(run.gpus), model = run.model,
-        seq_len = math.tointeger(run.seq_len) or math.floor(run.seq_len),
-        precision = precision, hardware = row, convention = ctx.opts.convention })
-      if not res then
-        why = err
-      else
-        value, r = res.mfu, res
-        local peak = ctx.peaks[group] or {}
-        ctx.peaks[group] = peak
-        local label = string.format('%s %s %.1f TFLOP/s dense%s', row.id, precision,
-          res.peak_tflops, assumed and ' (precision not recorded: bf16 assumed)' or '')
-        peak[label] = true
-        ctx.flops[run.model .. ' @ ' .. g(run.seq_len)] = res.flops_per_token
-      end
-    end
+    r = d.result
+    note_hardware(run, group, d.row, d.how, ctx)
+    local peak = ctx.peaks[group] or {}
+    ctx.peaks[group] = peak
+    local label = string.format('%s %s %.1f TFLOP/s dense%s', efficiency.hardware_label(d.row,
+      d.how, run.platform, group), d.precision, r.peak_tflops, d.precision_assumed
+      and ' (precision not recorded: bf16 assumed)' or '')
+    peak[label] = true
+    ctx.flops[run.model .. ' @ ' .. g(run.seq_len)] = r.flops_per_token
   end
   ctx.mfu_cache[run.id] = { value = value, why = why, r = r }
   return value, why, r
 end
 
+-- Measured joules per token when the record has them, else the TDP estimate
+-- (tp.efficiency.energy); the basis of each group is collected for the result's basis.
 local function energy_of(run, group, ctx)
-  local em = type(run.energy_metrics) == 'table' and run.energy_metrics or {}
-  local jpt = em.joules_per_token or em.energy_per_token_j
-  if is_finite(jpt) then
-    local kind = em.estimated == true and 'estimated' or 'measured'
-    ctx.energy[group] = ctx.energy[group] or {}
-    ctx.energy[group][kind] = true
-    return jpt
+  local value, basis, d = efficiency.energy(run, { hardware = given_hardware(run, group, ctx),
+    group = group })
+  if value == nil then
+    return nil, basis
   end
-  if not is_finite(run.tokens_per_s) or not is_finite(run.gpus) then
-    return nil, 'tokens/s or GPU count unknown'
-  end
-  local row, why = hardware_of(run, group, ctx)
-  if not row then
-    return nil, why
-  end
-  if not is_finite(row.tdp_w) then
-    return nil, row.id .. ' has no TDP in the catalog'
+  if d then
+    note_hardware(run, group, d.row, d.how, ctx)
   end
   ctx.energy[group] = ctx.energy[group] or {}
-  ctx.energy[group][string.format('estimated: %d GPUs x %s TDP %d W x time (upper bound)',
-    run.gpus, row.id, row.tdp_w)] = true
-  return run.gpus * row.tdp_w / run.tokens_per_s
+  ctx.energy[group][basis] = true
+  return value
 end
 
 local function cost_of(run, group, ctx)
@@ -543,7 +491,7 @@ function M.compare(set, opts)
     return nil, groups, 'EINVAL'
   end
   local ctx = { opts = o, hw_cache = {}, hw_why = {}, mfu_cache = {}, peaks = {}, flops = {},
-    energy = {}, prices = {}, notes = {} }
+    energy = {}, prices = {}, notes = {}, assumed = {} }
   local warnings = json.array()
   local result = {
     by = o.by,
@@ -642,6 +590,15 @@ function M.compare(set, opts)
       end
     end
     result.metrics[#result.metrics + 1] = entry
+  end
+  for _, key in ipairs(order) do
+    local a = ctx.assumed[key]
+    if a then
+      warn(warnings, 'assumed_hardware', string.format('%s: the records name no GPU: MFU and the '
+        .. 'energy estimate use %s, the GPU a recipe plans for platform %s (--hardware %s=ID, '
+        .. 'or hardware = {%s = id}, sets it)', tostring(key), a.id,
+        tostring(a.platform), tostring(key), tostring(key)), { group = key, hardware = a.id })
+    end
   end
   -- Mixed energy bases.
   local kinds = {}

@@ -959,19 +959,26 @@ local function from_unified(doc)
            order = { spec.model or 'default' } }
 end
 
+--- The largest config file `load` reads (1 MiB): an experiment's config is a few KB.
+M.MAX_FILE_SIZE = 1024 * 1024
+
+-- Problems listed in one failure message; the rest are counted.
+local MAX_ERRORS = 10
+
 ---@class tp.config.LoadOpts
 ---@field model? string with several models in the file, the one to take (its key, e.g. 'llama',
 ---  or its tp.models id)
 ---@field methodology? string override experiment.methodology (tprimat layout)
 ---@field env? table|function environment for ${VAR} expansion (default os.getenv)
 
---- Loads an experiment spec (the table tp.experiment takes) from a YAML file: either the unified
+--- Loads an experiment spec (the table tp.experiment takes) from a YAML file (a `.json` file is
+--- read as JSON, with JSON's messages; at most MAX_FILE_SIZE bytes): either the unified
 --- layout (the keys of a recipe) or the tprimat-era layout, detected by its `hardware`, `models`
 --- or `benchmarking` sections. `${VAR}` and `${VAR:-default}` are expanded first, and an
 --- expanded value that reads as a number or boolean gets that type. Fails with
 --- `nil, '<path>: <key path>: <problem>', code` ('EPARSE' for YAML errors, 'ENOENT' for a
---- missing file or variable, 'EINVAL' for values of the wrong type, several problems joined by
---- '; ').
+--- missing file or variable, 'ELIMIT' for a file above MAX_FILE_SIZE, 'EINVAL' for values of
+--- the wrong type, several problems joined by '; ', the first ten named and the rest counted).
 ---```lua
 ---local spec = assert(tp.config.load('examples/tprimat/config.yaml', { model = 'llama' }))
 ---return tp.experiment.main(spec)
@@ -1029,18 +1036,27 @@ end
 ---@return string? code
 function M.load_all(path, opts)
   opts = opts or {}
-  local yaml = require('tp.yaml')
-  local doc, err, code = yaml.load_file(path)
+  local doc, err, code
+  if path:lower():match('%.json$') then
+    doc, err, code = require('tp.json').load_file(path, { max_size = M.MAX_FILE_SIZE })
+  else
+    doc, err, code = require('tp.yaml').load_file(path, { max_size = M.MAX_FILE_SIZE })
+  end
   if doc == nil then
     return nil, err, code
   end
-  if type(doc) ~= 'table' or (#doc > 0 and next(doc, #doc) == nil) then
+  if type(doc) ~= 'table' or (#doc > 0 and next(doc, #doc) == nil)
+    or require('tp.json').is_array(doc) then
     return nil, string.format('%s: a mapping expected at the top level, got %s', path,
       type(doc) == 'table' and 'a list' or type(doc)), 'EINVAL'
   end
   doc, err, code = expand(doc, opts.env)
   if doc == nil then
     return nil, string.format('%s: %s', path, err), code
+  end
+  if type(doc.schema) == 'string' then
+    return nil, string.format("%s: a '%s' document, not an experiment config", path, doc.schema),
+      'EINVAL'
   end
   local result, errors
   if doc.hardware ~= nil or doc.models ~= nil or doc.benchmarking ~= nil then
@@ -1049,10 +1065,15 @@ function M.load_all(path, opts)
     result, errors = from_unified(doc)
   end
   if not result then
-    for i, e in ipairs(errors) do
-      errors[i] = path .. ': ' .. e
+    local shown = {}
+    for i = 1, math.min(#errors, MAX_ERRORS) do
+      shown[i] = path .. ': ' .. errors[i]
     end
-    return nil, table.concat(errors, '; '), 'EINVAL'
+    if #errors > MAX_ERRORS then
+      shown[#shown + 1] = string.format('%s: ... and %d more problems', path,
+        #errors - MAX_ERRORS)
+    end
+    return nil, table.concat(shown, '; '), 'EINVAL'
   end
   result.source = path
   return result

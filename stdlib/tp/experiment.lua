@@ -15,7 +15,7 @@ Experiment.__index = Experiment
 
 --- Platform names and the GPU each uses unless the recipe says otherwise.
 M.PLATFORMS = { 'amd', 'nvd' }
-M.DEFAULT_HARDWARE = { amd = 'mi300x', nvd = 'h100-sxm' }
+M.DEFAULT_HARDWARE = require('tp.efficiency').PLATFORM_HARDWARE
 local VENDOR = { amd = 'amd', nvd = 'nvidia' }
 
 --- Launchers a run can start under (--launcher).
@@ -35,10 +35,14 @@ M.STANDARD_OPTIONS = {
                desc = 'keep sweep points whose memory estimate exceeds the GPU memory' },
   concurrency = { type = 'integer',
                   desc = 'runs at once (default 1; with --launcher slurm: jobs in the queue)' },
+  skip_preflight = { type = 'boolean',
+                     desc = 'start without the preflight checks (the records say so)' },
+  profile = { type = 'string',
+              desc = 'profile every run: TOOL[:FIRST-LAST] (torch, nsys, rocprofv3) or none' },
 }
 local STANDARD_ORDER = { 'iters', 'repeats', 'results', 'only', 'launcher', 'concurrency',
-                         'dry_run',
-                         'no_prune' }
+                         'profile', 'dry_run',
+                         'no_prune', 'skip_preflight' }
 
 -- Depth of tp.experiment.load calls in progress: while > 0, experiments never run themselves.
 local loading = 0
@@ -103,12 +107,14 @@ local DEF_FIELDS = {
   paths = 'table', nodes = 'any', gpus_per_node = 'any', repeats = 'integer', sweep = 'any',
   options = 'table', results = 'string', recorded = 'string', launcher = 'string',
   timeout = 'number', torchrun = 'table', container = 'table', slurm = 'table',
+  profile = 'any',
 }
 
 local PLATFORM_FIELDS = {
   framework = 'string', hardware = 'string', training = 'table', parallelism = 'table',
   system = 'table', paths = 'table', nodes = 'any', gpus_per_node = 'any', env = 'table',
   sweep = 'any', torchrun = 'table', container = 'table', timeout = 'number', slurm = 'table',
+  profile = 'any',
 }
 
 local OPTION_TYPES = { integer = true, number = true, string = true, boolean = true }
@@ -151,6 +157,18 @@ local function as_sweep(name, v, where)
     return s
   end
   fail(name, '%ssweep: tp.sweep{...} or a sweep spec table expected, got %s', where, type(v))
+end
+
+-- The `profile` field (tp.profile.normalize): {tool, steps?}, false, or nil when absent.
+local function as_profile(name, v, where)
+  if v == nil then
+    return nil
+  end
+  local p, err = require('tp.profile').normalize(v)
+  if p == nil then
+    fail(name, '%sprofile: %s', where, err)
+  end
+  return p
 end
 
 -- The unified-config part of a table (model, training, parallelism, system, paths, nodes,
@@ -299,6 +317,7 @@ function M.new(def, meta)
       container = pd.container,
       slurm = pd.slurm,
       timeout = pd.timeout,
+      profile = as_profile(name, pd.profile, where),
     }
   end
   local overrides = {}
@@ -335,6 +354,7 @@ function M.new(def, meta)
     torchrun = def.torchrun,
     container = def.container,
     slurm = def.slurm,
+    profile = as_profile(name, def.profile, ''),
     source = source,
   }, Experiment)
 end
@@ -400,6 +420,7 @@ function Experiment:usage(program)
     repeats = self.repeats or 1,
     results = self.results or ('output/' .. slug(self.name)),
     launcher = self.launcher or 'torchrun',
+    profile = self.profile and require('tp.profile').format(self.profile) or nil,
   }
   for _, k in ipairs(STANDARD_ORDER) do
     local o = M.STANDARD_OPTIONS[k]
@@ -421,6 +442,12 @@ function Experiment:parse_args(args)
   end
   if #rest > 0 then
     return nil, string.format("unexpected argument '%s'", rest[1])
+  end
+  if opts.profile ~= nil then
+    local p, perr = require('tp.profile').parse(opts.profile)
+    if p == nil then
+      return nil, string.format("option '--profile': %s", perr)
+    end
   end
   return opts
 end
@@ -523,6 +550,19 @@ local function launch_command(self, p, pd, cmd, cfg, launcher, findings, dir)
   return wrapped
 end
 
+-- The profiling of a platform's runs: the --profile flag's (false: none), else the platform's
+-- `profile`, else the recipe's; nil when none.
+local function platform_profile(self, pd, flag)
+  local p = flag
+  if p == nil then
+    p = pd.profile
+  end
+  if p == nil then
+    p = self.profile
+  end
+  return p or nil
+end
+
 local function errors_in(findings)
   local n = 0
   for _, f in ipairs(findings) do
@@ -540,6 +580,7 @@ end
 ---@field only? string one platform
 ---@field launcher? string 'local'|'torchrun'|'container'
 ---@field no_prune? boolean keep sweep points that do not fit in memory
+---@field profile? string 'TOOL[:FIRST-LAST]' or 'none': profile every run (tp.profile.parse)
 ---@field [string] any values of the recipe's own options
 
 --- Plans the experiment: for each platform, its effective config, the validation findings,
@@ -603,6 +644,15 @@ function Experiment:plan(opts)
   end
   if opts.iters ~= nil and (math.type(opts.iters) ~= 'integer' or opts.iters < 1) then
     add('error', 'training.iters', nil, '--iters: must be a positive integer')
+  end
+  local profile = require('tp.profile')
+  local flag_profile
+  if opts.profile ~= nil then
+    local perr
+    flag_profile, perr = profile.parse(tostring(opts.profile))
+    if flag_profile == nil then
+      add('error', 'profile', nil, '--profile: ' .. perr)
+    end
   end
 
   local effective_by_platform = {}
@@ -672,6 +722,14 @@ function Experiment:plan(opts)
         end
       end
       local adapter = adapters.get(pd.framework)
+      entry.slurm = config.merge(self.slurm or {}, pd.slurm or {})
+      local prof = platform_profile(self, pd, flag_profile)
+      if prof then
+        for _, f in ipairs(profile.plan_findings(prof, { launcher = plan.launcher,
+          path = pd.env and pd.env.PATH, iters = config.get(base, 'training.iters') })) do
+          add(f.severity, 'profile', p, string.format('%s: %s', p, f.message))
+        end
+      end
       for _, c in ipairs(candidates) do
         local cfg = config.copy(c.config)
         local dir = out_dir .. '/' .. c.id
@@ -681,6 +739,16 @@ function Experiment:plan(opts)
           add('error', 'framework', p, string.format('%s: %s', p,
             tostring(cmd):gsub('^config%.', '')))
           break
+        end
+        -- The profiler applies to each process's command, before the launcher starts them.
+        local run_profile, unprofiled = nil, cmd
+        if prof then
+          local pcmd, info = profile.for_run(pd.framework, cmd, prof, dir .. '/profile')
+          if not pcmd then
+            add('error', 'profile', p, string.format('%s: %s', p, info))
+            break
+          end
+          cmd, run_profile = pcmd, info
         end
         for k, v in pairs(pd.env or {}) do
           cmd.env[k] = v
@@ -715,7 +783,20 @@ function Experiment:plan(opts)
           memory = c.memory,
           notes = cmd.notes,
           command = launch.describe(wrapped),
+          -- The adapter's per-process command, before a launcher wraps it (tp.preflight runs
+          -- the framework's parser on it).
+          process = { argv = cmd.argv, env = cmd.env, cwd = cmd.cwd, entry = cmd.entry },
+          profile = run_profile,
         }
+        if run_profile then
+          run.notes = table.move(cmd.notes or {}, 1, #(cmd.notes or {}), 1, {})
+          run.notes[#run.notes + 1] = string.format('profile %s: traces %s',
+            profile.format(run_profile), table.concat(run_profile.patterns, ', '))
+          if run.process and unprofiled.argv[1] ~= cmd.argv[1] then
+            -- A system profiler wraps the process: the preflight checks the trainer's command.
+            run.process.argv = unprofiled.argv
+          end
+        end
         entry.runs[#entry.runs + 1] = run
         plan.runs[#plan.runs + 1] = run
       end
@@ -777,8 +858,10 @@ end
 --- The runs of a plan in the shape tp.campaign takes (docs/recipes.md, "Running").
 ---@param plan table
 ---@param platform? string only this platform's runs
+---@param extra? table {preflight?} what every run's record carries besides (the preflight's
+---  summary, tp.preflight.summary)
 ---@return table[]
-function M.campaign_runs(plan, platform)
+function M.campaign_runs(plan, platform, extra)
   local out = {}
   for _, r in ipairs(plan.runs) do
     if platform == nil or r.platform == platform then
@@ -792,6 +875,8 @@ function M.campaign_runs(plan, platform)
         launcher = r.launcher == 'slurm' and 'slurm' or nil,
         experiment = plan.experiment,
         dataset = type(dataset) == 'string' and dataset or nil,
+        profile = r.profile,
+        preflight = extra and extra.preflight,
       }
     end
   end
@@ -803,10 +888,11 @@ end
 ---@param plan table
 ---@param platform string
 ---@param opts? table passed to campaign:execute
+---@param extra? table passed to M.campaign_runs
 ---@return any|nil result
 ---@return string? err
 ---@return string? code
-function M.execute(plan, platform, opts)
+function M.execute(plan, platform, opts, extra)
   local ok, campaign = pcall(require, 'tp.campaign')
   if not ok then
     if tostring(campaign):find("module 'tp.campaign' not found", 1, true) then
@@ -815,7 +901,7 @@ function M.execute(plan, platform, opts)
     end
     error(campaign, 0)
   end
-  local spec = { results = plan.results_abs, runs = M.campaign_runs(plan, platform) }
+  local spec = { results = plan.results_abs, runs = M.campaign_runs(plan, platform, extra) }
   local c
   local mt = getmetatable(campaign)
   if type(campaign) == 'function' or (mt and mt.__call) then
@@ -878,7 +964,7 @@ local function infer_platform(rec, path)
 end
 
 local function is_record(t)
-  return type(t) == 'table' and (t.schema == 'tplua.run/1'
+  return type(t) == 'table' and (require('tp.record').readable(t.schema)
     or (t.performance_metrics ~= nil and (t.step_times ~= nil or t.training_config ~= nil)))
 end
 
@@ -887,7 +973,7 @@ local function stem(path)
   return base:match('^(.+)%.[^.]+$') or base
 end
 
---- Loads the run records under a results directory: JSON run records (schema tplua.run/1, or
+--- Loads the run records under a results directory: JSON run records (schema tplua.run/2 or /1, or
 --- tprimat-era result files) and training logs that have no record yet, parsed with tp.log.
 --- Returns `{records = {...}, notes = {...}}`; every record gets `_path` and `_platform`.
 --- Files that are neither are skipped with a note; a damaged file never stops the analysis.
@@ -906,7 +992,7 @@ function M.load_results(dir)
   local covered = {}
   local logs = {}
   for _, path in ipairs(files) do
-    if path:match('%.json$') then
+    if path:match('%.json$') and not require('tp.profile').is_trace_name(path) then
       local t, err = json.load_file(path)
       if t == nil then
         res.notes[#res.notes + 1] = string.format('%s: skipped: %s', path, tostring(err))
@@ -999,28 +1085,20 @@ local function tail_mean(xs, k)
   return s / #vals
 end
 
-local function record_mfu(rec, model, hardware)
-  local pm = rec.performance_metrics or {}
-  if num(pm.mfu) then
-    return pm.mfu
-  end
-  local tc = rec.training_config or {}
-  local tps = num(pm.tokens_per_second)
-  local gpus = num(tc.num_gpus)
-  local seq = num(tc.sequence_length)
-  if not (tps and gpus and seq and model and hardware) then
-    return nil
-  end
-  local prec = type(tc.precision) == 'string' and tc.precision or 'bf16'
-  local ok, r = pcall(require('tp.metrics').mfu, { tokens_per_s = tps,
-    gpus = math.tointeger(gpus) or gpus, model = model, seq_len = math.tointeger(seq) or seq,
-    precision = prec, hardware = hardware })
-  return ok and r and r.mfu or nil
+-- A record's MFU and GPU energy per token (with its basis), computed as tp.compare does
+-- (tp.efficiency): `hardware` is the catalog id given for its platform, if any.
+local function record_mfu(rec, model, hardware, platform)
+  local efficiency = require('tp.efficiency')
+  local run = efficiency.run_fields(rec, { model = model, platform = platform })
+  local o = { hardware = hardware, group = platform }
+  local joules, basis = efficiency.energy(run, o)
+  return (efficiency.mfu(run, o)), joules, joules and basis
 end
 
 --- Summarises run records by platform: runs, framework, tokens/s/GPU (mean, stddev), step time,
---- MFU, final loss; with two platforms, the ratio of tokens/s/GPU with a seeded bootstrap CI and
---- Welch's test, and the RMS difference of the mean loss curves.
+--- MFU, GPU energy per token (measured, else the TDP estimate; tp.efficiency), final loss; with
+--- two platforms, the ratio of tokens/s/GPU with a seeded bootstrap CI and Welch's test, and the
+--- RMS difference of the mean loss curves.
 ---@param records table[] run records with `_platform`
 ---@param opts? {model?: string, hardware?: table<string, string>} model id and platform ->
 ---  catalog id, for MFU when a record lacks it
@@ -1033,7 +1111,7 @@ function M.summarize(records, opts)
     local p = rec._platform or 'unknown'
     if not groups[p] then
       groups[p] = { platform = p, records = {}, tps = {}, step = {}, mfu = {}, loss = {},
-                    frameworks = {} }
+                    frameworks = {}, energy = {}, energy_bases = {} }
       order[#order + 1] = p
     end
     local g = groups[p]
@@ -1050,10 +1128,13 @@ function M.summarize(records, opts)
       g.step[#g.step + 1] = pm.avg_step_time_seconds
     end
     local model = type(rec.model) == 'string' and rec.model or opts.model
-    local hw = opts.hardware and opts.hardware[p] or M.DEFAULT_HARDWARE[p]
-    local mfu = record_mfu(rec, model, hw)
+    local mfu, joules, basis = record_mfu(rec, model, opts.hardware and opts.hardware[p], p)
     if mfu then
       g.mfu[#g.mfu + 1] = mfu
+    end
+    if joules then
+      g.energy[#g.energy + 1] = joules
+      g.energy_bases[basis] = true
     end
     local final = tail_mean(rec.loss_values or {}, 10)
     if final then
@@ -1067,6 +1148,8 @@ function M.summarize(records, opts)
     g.tps_mean, g.tps_sd = mean_sd(g.tps)
     g.step_mean = mean_sd(g.step)
     g.mfu_mean = mean_sd(g.mfu)
+    g.energy_mean = mean_sd(g.energy)
+    g.energy_basis = table.concat(config.sorted_keys(g.energy_bases), '; ')
     g.loss_mean = mean_sd(g.loss)
     g.framework = table.concat(config.sorted_keys(g.frameworks), '+')
   end
@@ -1168,8 +1251,8 @@ end
 function M.print_summary(summary, out)
   out = out or io.stdout
   if #summary.order > 0 then
-    out:write(string.format('%-9s %-10s %5s  %-22s %-14s %-7s %s\n', 'platform', 'framework',
-      'runs', 'tokens/s/GPU', 'step time (s)', 'MFU', 'final loss'))
+    out:write(string.format('%-9s %-10s %5s  %-22s %-14s %-7s %-9s %s\n', 'platform',
+      'framework', 'runs', 'tokens/s/GPU', 'step time (s)', 'MFU', 'J/token', 'final loss'))
   end
   for _, p in ipairs(summary.order) do
     local g = summary.platforms[p]
@@ -1180,10 +1263,10 @@ function M.print_summary(summary, out)
         tps = tps .. string.format(' ± %.1f', g.tps_sd)
       end
     end
-    out:write(string.format('%-9s %-10s %5d  %-22s %-14s %-7s %s\n', p,
+    out:write(string.format('%-9s %-10s %5d  %-22s %-14s %-7s %-9s %s\n', p,
       g.framework ~= '' and g.framework or '-', #g.records, tps, fmt(g.step_mean, '%.4f'),
       g.mfu_mean and string.format('%.1f%%', g.mfu_mean * 100) or '-',
-      fmt(g.loss_mean, '%.3f')))
+      fmt(g.energy_mean, '%.4g'), fmt(g.loss_mean, '%.3f')))
   end
   local r = summary.ratio
   if r then
@@ -1572,12 +1655,12 @@ function Experiment:cli(args, mode, program)
   if opts.dry_run then
     io.stdout:write('run: --dry-run: nothing started\n')
   else
-    local platform, reason
+    local platform, reason, probe
     if plan.launcher == 'slurm' then
       -- The jobs run on the cluster's nodes, not here: the platform is the recipe's.
       platform, reason = M.slurm_platform(plan, opts)
     else
-      platform, reason = M.local_platform()
+      platform, reason, probe = M.local_platform()
     end
     if not platform and plan.launcher == 'slurm' then
       io.stdout:write(string.format('run: %s\n', reason))
@@ -1598,7 +1681,22 @@ function Experiment:cli(args, mode, program)
       local line = plan.launcher == 'slurm' and 'run: platform %s (%s): %d run(s)\n'
         or 'run: this machine is %s (%s): %d run(s)\n'
       io.stdout:write(string.format(line, platform, reason, #plan.platforms[platform].runs))
-      local result, rerr = M.execute(plan, platform, { concurrency = opts.concurrency })
+      local preflight = require('tp.preflight')
+      local report
+      if opts.skip_preflight then
+        io.stdout:write('run: --skip-preflight: the checks before launch are skipped (each '
+          .. 'record says so)\n')
+      else
+        report = preflight.check(plan, { platform = platform, probe = probe })
+        preflight.print(report, io.stdout)
+      end
+      local result, rerr
+      if report and not report.ok then
+        rerr = 'the preflight found errors: nothing started (--skip-preflight starts anyway)'
+      else
+        result, rerr = M.execute(plan, platform, { concurrency = opts.concurrency },
+          { preflight = preflight.summary(report) })
+      end
       if not result then
         io.stdout:write(string.format('run: %s\n', rerr))
         status = 1

@@ -23,6 +23,40 @@ function M.stat(path, opts)
   return C.stat(path, opts and opts.nofollow or false)
 end
 
+--- Removes `path` and, for a directory, everything under it; symbolic links are removed, never
+--- followed. Returns true, or nil and the first error (what could be removed is gone).
+---@param path string
+---@return true|nil ok, string? err
+function M.remove_tree(path)
+  check('path', path, 'string')
+  local st = C.stat(path, true)
+  if st and st.type == 'directory' then
+    for _, e in ipairs(M.list(path) or {}) do
+      local ok, err = M.remove_tree(path .. '/' .. e.name)
+      if not ok then
+        return nil, err
+      end
+    end
+  end
+  local ok, err = os.remove(path)
+  if not ok and st then
+    return nil, err
+  end
+  return true
+end
+
+--- The space of the file system that holds `path` (statvfs): `available` bytes an unprivileged
+--- writer may still use and the `total` size.
+---```lua
+---local sp = tp.fs.space('/tmp'); print(sp.available / 2^30 .. ' GiB free')
+---```
+---@param path string
+---@return table|nil space {available=, total=}, string? err, string? code
+function M.space(path)
+  check('path', path, 'string')
+  return C.space(path)
+end
+
 --- Returns true when `path` exists (following links).
 ---@param path string
 ---@return boolean

@@ -82,6 +82,19 @@ local function device_from(raw, position)
   }
 end
 
+-- What the management library (NVML, ROCm SMI) says of the device's state now: memory in use,
+-- clocks, ECC and persistence mode, and the compute processes on it ({{pid =, memory =}, ...},
+-- process_count: how many, which the list may be cut short of; nil when they cannot be listed).
+local function add_state(d, m)
+  d.memory_used_bytes = m.memory_used
+  d.clock_now_mhz = m.clock_now_khz and m.clock_now_khz / 1000 or nil
+  d.app_clock_mhz = m.app_clock_khz and m.app_clock_khz / 1000 or nil
+  d.ecc = m.ecc
+  d.persistence = m.persistence
+  d.processes = m.processes
+  d.process_count = m.process_count
+end
+
 -- Merges the per-library device lists: compute devices from the CUDA driver API (else the CUDA
 -- runtime) and HIP, each joined by PCI bus id with what NVML / ROCm SMI say about it; devices
 -- that only a management library lists are kept too. Devices of a library that crashed or
@@ -121,6 +134,7 @@ local function merge_devices(raw_devices, backends)
         if m.power_limit_mw then
           d.power_limit_w = m.power_limit_mw / 1000
         end
+        add_state(d, m)
       end
       out[#out + 1] = d
     end
@@ -136,6 +150,7 @@ local function merge_devices(raw_devices, backends)
     for _, m in ipairs(rest) do
       local d = device_from(m, #out + 1)
       d.management = { api = m.api, index = m.index, name = m.name, uuid = m.uuid }
+      add_state(d, m)
       out[#out + 1] = d
     end
   end

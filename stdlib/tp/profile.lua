@@ -6,7 +6,10 @@
 --   profile = { tool = 'torch' | 'nsys' | 'rocprofv3', steps = { first, last }, output = dir }
 --
 -- `steps` are 1-based training steps, both included; without `steps` a system profiler
--- traces the whole run.
+-- traces the whole run. Recipes set it with a `profile` field or `--profile TOOL[:FIRST-LAST]`
+-- (parse, normalize); Experiment:plan applies it to each run (plan_findings, for_run), tp.run
+-- lists the trace files in the run record (record) and tp.report links them (links).
+-- docs/frameworks.md, "Profiling".
 
 local M = {}
 
@@ -250,13 +253,41 @@ function APPLY.nemo(cmd, opts)
   return system_wrap(cmd, opts, false)
 end
 
+-- The reference trainer reads Megatron's profiler arguments with Megatron's meaning
+-- (tools/reftrain/reftrain.py): --profile-step-start first-1, --profile-step-end last; with
+-- --use-pytorch-profiler every rank writes <--profile-dir>/rank<r>_trace.json, without it the
+-- steps are bracketed by cudaProfilerStart/Stop for nsys' capture range.
+function APPLY.reference(cmd, opts)
+  local s = opts.steps
+  if opts.tool == 'torch' then
+    if not s then
+      fail('profile: reference: the PyTorch profiler needs steps = { first, last }')
+    end
+    local out = copy(cmd)
+    local first, last = megatron_range(s)
+    append(out.argv, '--profile', '--use-pytorch-profiler', '--profile-step-start', first,
+      '--profile-step-end', last, '--profile-dir', opts.output)
+    return out, { join(opts.output, 'rank<RANK>_trace.json') }
+  end
+  if opts.tool == 'rocprofv3' and s then
+    fail('profile: rocprofv3: steps cannot be honoured (rocprofv3 has no capture range for '
+      .. "the trainer's cudaProfilerStart/Stop); omit steps to trace the whole run")
+  end
+  local out, traces = system_wrap(cmd, opts, s ~= nil)
+  if s then
+    local first, last = megatron_range(s)
+    append(out.argv, '--profile', '--profile-step-start', first, '--profile-step-end', last)
+  end
+  return out, traces
+end
+
 --- Applies a profile option to the per-process command of a framework adapter. Raises for a
 --- combination the framework cannot express. Call check() first for the PATH test.
 ---```lua
 ---local cmd, traces = tp.profile.apply('megatron', megatron.build(config),
 ---  { tool = 'torch', steps = { 10, 12 }, output = '/runs/x/profile' })
 ---```
----@param framework string  'megatron' | 'primus' | 'nemo' | 'torchtitan'
+---@param framework string  'megatron' | 'primus' | 'nemo' | 'torchtitan' | 'reference'
 ---@param cmd table  the adapter's build() result
 ---@param opts table  { tool, steps?, output }
 ---@return table cmd, string[] traces  where the trace files will appear (<RANK> = global rank)
@@ -270,6 +301,271 @@ function M.apply(framework, cmd, opts)
     error("profile.apply: unknown framework '" .. tostring(framework) .. "'", 2)
   end
   return fn(cmd, opts)
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Profiling from recipes and the command line: the `profile` field, the --profile flag, the
+-- plan's checks, and the trace files a run leaves (its record's `profile` member).
+
+--- The tools, in the order messages list them.
+M.TOOLS = { 'torch', 'nsys', 'rocprofv3' }
+
+local function steps_ok(s)
+  return type(s) == 'table' and #s == 2 and math.type(s[1]) == 'integer'
+    and math.type(s[2]) == 'integer' and s[1] >= 1 and s[2] >= s[1]
+end
+
+--- Parses the value of the `--profile` flag: `TOOL` or `TOOL:FIRST-LAST` (1-based steps, both
+--- included), or `none` (no profiling, whatever the recipe says). Returns the profile
+--- `{tool =, steps =}`, false for `none`, or nil and a message.
+---```lua
+---local p = tp.profile.parse('torch:5-7')  -- { tool = 'torch', steps = { 5, 7 } }
+---```
+---@param text string
+---@return table|false|nil profile, string? err
+function M.parse(text)
+  if type(text) ~= 'string' then
+    error('profile.parse: string expected, got ' .. type(text), 2)
+  end
+  if text == 'none' then
+    return false
+  end
+  local tool, range = text:match('^([^:]*):(.*)$')
+  tool = tool or text
+  if not TOOLS[tool] then
+    return nil, string.format("unknown tool '%s' (%s, or none)", tool,
+      table.concat(M.TOOLS, ', '))
+  end
+  if range == nil then
+    return { tool = tool }
+  end
+  local a, b = range:match('^(%d+)%-(%d+)$')
+  local steps = { math.tointeger(tonumber(a)), math.tointeger(tonumber(b)) }
+  if not steps_ok(steps) then
+    return nil, string.format("'%s': steps must be FIRST-LAST with 1 <= FIRST <= LAST "
+      .. '(e.g. %s:5-7)', text, tool)
+  end
+  return { tool = tool, steps = steps }
+end
+
+--- Formats a profile as the flag writes it: `torch:5-7`, `nsys`.
+---@param profile table {tool, steps?}
+---@return string
+function M.format(profile)
+  local s = profile.steps
+  return s and string.format('%s:%d-%d', profile.tool, s[1], s[2]) or profile.tool
+end
+
+--- Checks the `profile` field of a recipe or of one of its platforms: `{ tool = 'torch' |
+--- 'nsys' | 'rocprofv3', steps = { first, last }? }`, or false (no profiling). Returns a copy,
+--- or nil and a message.
+---```lua
+---local p, err = tp.profile.normalize({ tool = 'perf' })  -- nil, "tool: one of torch, ..."
+---```
+---@param v any
+---@return table|false|nil profile, string? err
+function M.normalize(v)
+  if v == false then
+    return false
+  end
+  if type(v) ~= 'table' then
+    return nil, '{ tool = ..., steps = { first, last } } or false expected, got ' .. type(v)
+  end
+  for k in pairs(v) do
+    if k ~= 'tool' and k ~= 'steps' then
+      return nil, string.format("unknown field '%s' (tool, steps)", tostring(k))
+    end
+  end
+  if not TOOLS[v.tool] then
+    return nil, string.format("tool: one of %s expected, got %s", table.concat(M.TOOLS, ', '),
+      type(v.tool) == 'string' and ("'" .. v.tool .. "'") or type(v.tool))
+  end
+  if v.steps ~= nil and not steps_ok(v.steps) then
+    return nil, 'steps: { first, last } with 1 <= first <= last expected'
+  end
+  return { tool = v.tool, steps = v.steps and { v.steps[1], v.steps[2] } or nil }
+end
+
+-- Launchers that start the runs on another machine or in an image: a profiler missing here
+-- may be present there.
+local ELSEWHERE = { container = 'in the image', slurm = 'on the compute nodes' }
+
+--- The plan-time findings of profiling one platform's runs: `{severity =, message =}` each. A
+--- system profiler not found in PATH is an error, or a warning with a launcher that starts the
+--- runs elsewhere (`container`, `slurm`); steps past the run's last iteration are a warning.
+---```lua
+---for _, f in ipairs(tp.profile.plan_findings({ tool = 'nsys' }, { launcher = 'torchrun' })) do
+---  print(f.severity, f.message)  -- error   profile: nsys: not found in PATH (...)
+---end
+---```
+---@param profile table {tool, steps?}
+---@param opts? {launcher?: string, path?: string, iters?: integer}
+---@return table[] findings
+function M.plan_findings(profile, opts)
+  opts = opts or {}
+  local out = {}
+  local ok, err = M.check({ tool = profile.tool, steps = profile.steps, output = '.',
+    path = opts.path })
+  if not ok then
+    local where = ELSEWHERE[opts.launcher]
+    out[#out + 1] = where and { severity = 'warning', message = string.format('%s here; it '
+      .. 'must be there %s', err, where) } or { severity = 'error', message = err }
+  end
+  local s = profile.steps
+  if s and math.type(opts.iters) == 'integer' and s[2] > opts.iters then
+    out[#out + 1] = { severity = 'warning', message = string.format('profile: steps %d-%d end '
+      .. 'after the last iteration (%d): the trace may be incomplete or missing', s[1], s[2],
+      opts.iters) }
+  end
+  return out
+end
+
+--- Profiles one run: applies `profile` ({tool, steps?}) to the adapter's command with the
+--- traces written under `output` (a directory of the run). Returns the new command and the
+--- run's `profile` entry `{tool, steps, output, patterns}`, or nil and the reason the framework
+--- cannot do it.
+---```lua
+---local cmd, info = tp.profile.for_run('reference', ref.build(config),
+---  { tool = 'torch', steps = { 2, 3 } }, '/runs/nvd/x/profile')
+---```
+---@param framework string
+---@param cmd table
+---@param profile table
+---@param output string
+---@return table|nil cmd, table|string info
+function M.for_run(framework, cmd, profile, output)
+  local ok, out, patterns = pcall(M.apply, framework, cmd,
+    { tool = profile.tool, steps = profile.steps, output = output })
+  if not ok then
+    return nil, tostring(out)
+  end
+  return out, { tool = profile.tool, steps = profile.steps, output = output,
+                patterns = patterns }
+end
+
+--- Returns true when a file name is one the profilers write: `*_trace.json` (the reference
+--- trainer, torchtitan) or `*.pt.trace.json` (torch.profiler's TensorBoard handler: Megatron,
+--- Primus). Results directories hold them beside the run records, which tp.results and the
+--- recipes' analysis read: they skip these (a trace can be gigabytes).
+---@param name string
+---@return boolean
+function M.is_trace_name(name)
+  return name:match('_trace%.json$') ~= nil or name:match('%.pt%.trace%.json$') ~= nil
+end
+
+local function glob_quote(s)
+  return (s:gsub('[%[%]%*%?\\]', '\\%0'))
+end
+
+--- The files a trace pattern of apply() names (`<RANK>` and `*` match anything), sorted.
+--- `output`, a prefix of the pattern, is taken literally.
+---@param pattern string
+---@param output? string
+---@return string[]
+function M.expand(pattern, output)
+  local fixed, rest = '', pattern
+  if output and pattern:sub(1, #output) == output then
+    fixed, rest = glob_quote(output), pattern:sub(#output + 1)
+  end
+  return require('tp.fs').glob(fixed .. rest:gsub('<RANK>', '*')) or {}
+end
+
+local function under(path, base)
+  if base and path:sub(1, #base + 1) == base .. '/' then
+    return path:sub(#base + 2)
+  end
+  return path
+end
+
+--- The `profile` member of a run record, from the run's entry (for_run): tool, steps (or
+--- null), output, the patterns, and `traces`: the files they match now, relative to `base`
+--- (the record's directory) when under it.
+---```lua
+---rec.profile = tp.profile.record(run.profile, '/runs')  -- traces = { 'nvd/x/profile/...' }
+---```
+---@param info table
+---@param base? string
+---@return table
+function M.record(info, base)
+  local json = require('tp.json')
+  local traces, seen = {}, {}
+  for _, pattern in ipairs(info.patterns or {}) do
+    for _, path in ipairs(M.expand(pattern, info.output)) do
+      if not seen[path] then
+        seen[path] = true
+        traces[#traces + 1] = under(path, base)
+      end
+    end
+  end
+  local patterns = {}
+  for i, p in ipairs(info.patterns or {}) do
+    patterns[i] = under(p, base)
+  end
+  return { tool = info.tool, steps = info.steps and json.array({ info.steps[1], info.steps[2] })
+    or json.null, output = under(info.output, base), patterns = json.array(patterns),
+    traces = json.array(traces) }
+end
+
+local function absolute(path)
+  local fs = require('tp.fs')
+  if path:sub(1, 1) ~= '/' then
+    local cwd = fs.realpath('.') or '.'
+    path = cwd .. '/' .. path
+  end
+  local parts = {}
+  for part in path:gmatch('[^/]+') do
+    if part == '..' then
+      parts[#parts] = nil
+    elseif part ~= '.' then
+      parts[#parts + 1] = part
+    end
+  end
+  return parts
+end
+
+-- `path` relative to directory `dir`, both made absolute.
+local function relative_to(path, dir)
+  local p, d = absolute(path), absolute(dir)
+  local i = 1
+  while i <= #p and i <= #d and p[i] == d[i] do
+    i = i + 1
+  end
+  local out = {}
+  for _ = i, #d do
+    out[#out + 1] = '..'
+  end
+  for j = i, #p do
+    out[#out + 1] = p[j]
+  end
+  return table.concat(out, '/')
+end
+
+--- The trace files of a record's `profile` member as links for a report: `{label, href}` each,
+--- `href` relative to `dir` (the report's directory; default: absolute) and percent-encoded.
+---```lua
+---for _, l in ipairs(tp.profile.links(rec.profile, 'runs/x.json', 'report')) do
+---  print(l.label, l.href)  -- rank0_trace.json  ../runs/nvd/x/profile/rank0_trace.json
+---end
+---```
+---@param member table the record's `profile`
+---@param record_path string the record's file (its traces are relative to its directory)
+---@param dir? string
+---@return table[] links
+function M.links(member, record_path, dir)
+  local fs = require('tp.fs')
+  local out = {}
+  local base = fs.dirname(record_path)
+  for _, t in ipairs(type(member.traces) == 'table' and member.traces or {}) do
+    if type(t) == 'string' then
+      local path = t:sub(1, 1) == '/' and t or fs.join(base, t)
+      local href = dir and relative_to(path, dir) or ('/' .. table.concat(absolute(path), '/'))
+      href = href:gsub('[^%w%-%._~/]', function(c)
+        return string.format('%%%02X', c:byte())
+      end)
+      out[#out + 1] = { label = fs.basename(t), href = href }
+    end
+  end
+  return out
 end
 
 return M

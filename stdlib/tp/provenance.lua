@@ -66,6 +66,19 @@ try:
         pass
 except Exception as e:
     out["torch_error"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+try:
+    from importlib import metadata
+    pkgs = {}
+    for name in ("megatron-core", "nemo-toolkit", "torchtitan", "primus",
+                 "transformer-engine", "flash-attn", "apex"):
+        try:
+            pkgs[name] = metadata.version(name)
+        except Exception:
+            pass
+    if pkgs:
+        out["packages"] = pkgs
+except Exception:
+    pass
 print(json.dumps(out))
 ]]
 
@@ -111,6 +124,65 @@ function M.git(dir)
     { timeout = 30 })
   return { dir = dir, commit = r.stdout:match('%x+'),
     describe = d and d.code == 0 and d.stdout:gsub('%s+$', '') or nil }
+end
+
+-- Version files of the frameworks' checkouts, relative to their directory: a Python module of
+-- MAJOR/MINOR/PATCH/PRE_RELEASE assignments (Megatron-LM megatron/core/package_info.py, NeMo
+-- nemo/package_info.py), a one-line file (torchtitan assets/version.txt), or a __version__
+-- assignment. Primus carries Megatron-LM as a submodule: its version is the Megatron one.
+local VERSION_FILES = {
+  megatron = { 'megatron/core/package_info.py' },
+  nemo = { 'nemo/package_info.py' },
+  torchtitan = { 'assets/version.txt', 'version.txt' },
+  primus = { 'primus/__init__.py', 'third_party/Megatron-LM/megatron/core/package_info.py' },
+}
+
+-- The distribution name of each framework's installed package (importlib.metadata).
+local PACKAGE = { megatron = 'megatron-core', nemo = 'nemo-toolkit', torchtitan = 'torchtitan',
+  primus = 'primus' }
+
+local function version_of_file(path)
+  local f = io.open(path, 'r')
+  if not f then
+    return nil
+  end
+  local text = '\n' .. (f:read(65536) or '')
+  f:close()
+  local function num(name)
+    return text:match('\n%s*' .. name .. '%s*=%s*(%d+)')
+  end
+  local major, minor, patch = num('MAJOR'), num('MINOR'), num('PATCH')
+  if major and minor then
+    local pre = text:match("\n%s*PRE_RELEASE%s*=%s*['\"]([%w%.%-]*)['\"]") or ''
+    return string.format('%s.%s.%s%s', major, minor, patch or '0', pre)
+  end
+  local v = text:match("__version__%s*=%s*['\"]([%w%.%-%+]+)['\"]")
+  if v then
+    return v
+  end
+  if path:match('%.txt$') then
+    v = text:match('^%s*([%w%.%-%+]+)%s*$')
+    return v
+  end
+  return nil
+end
+
+--- The version a framework checkout declares in its own files (package_info.py, version.txt,
+--- __version__), or nil. `framework` is tplua's adapter name.
+---```lua
+---print(tp.provenance.framework_version('megatron', '/opt/Megatron-LM'))  -- 0.13.0rc2
+---```
+---@param framework string
+---@param dir string
+---@return string|nil version, string? file  the file it came from
+function M.framework_version(framework, dir)
+  for _, rel in ipairs(VERSION_FILES[framework] or {}) do
+    local v = version_of_file(dir .. '/' .. rel)
+    if v then
+      return v, rel
+    end
+  end
+  return nil
 end
 
 --- The container tplua runs in, as far as it can tell: apptainer/singularity (their variables),
@@ -191,6 +263,43 @@ local function gpu_stack(probe)
   return next(out) and out or nil
 end
 
+-- The GPUs' state at the start (tp.gpu.probe's devices): power limit, clocks, ECC and
+-- persistence mode, memory already in use. One entry per distinct state, with the devices
+-- (1-based) in it, so eight identical GPUs make one line and an odd one stands out.
+local function gpu_state(probe)
+  local devices = probe and probe.devices
+  if type(devices) ~= 'table' or #devices == 0 then
+    return nil
+  end
+  local groups, order = {}, {}
+  for _, d in ipairs(devices) do
+    local s = { name = d.name, power_limit_w = d.power_limit_w, app_clock_mhz = d.app_clock_mhz,
+      max_clock_mhz = d.clock_mhz, ecc = d.ecc, persistence = d.persistence }
+    local key = table.concat({ tostring(s.name), tostring(s.power_limit_w),
+      tostring(s.app_clock_mhz), tostring(s.max_clock_mhz), tostring(s.ecc),
+      tostring(s.persistence) }, '|')
+    if not groups[key] then
+      s.devices = {}
+      groups[key] = s
+      order[#order + 1] = key
+    end
+    local g = groups[key]
+    g.devices[#g.devices + 1] = d.index
+    if d.clock_now_mhz then
+      g.clock_now_mhz = g.clock_now_mhz or {}
+      g.clock_now_mhz[#g.clock_now_mhz + 1] = d.clock_now_mhz
+    end
+    if d.memory_used_bytes then
+      g.memory_used_gib = math.max(g.memory_used_gib or 0, d.memory_used_bytes / 2 ^ 30)
+    end
+  end
+  local out = {}
+  for i, k in ipairs(order) do
+    out[i] = groups[k]
+  end
+  return out
+end
+
 -- The interpreter of a command: its first word when that is a Python, else nil.
 local function interpreter_of(argv)
   for i = 1, math.min(#argv, 8) do
@@ -215,7 +324,7 @@ end
 function M.inventory(opts)
   opts = opts or {}
   local out = { schema = M.SCHEMA, system = M.system(), gpu_stack = gpu_stack(opts.probe),
-    container = M.container(), env = M.env_vars(opts.env) }
+    gpu_state = gpu_state(opts.probe), container = M.container(), env = M.env_vars(opts.env) }
   local py = opts.python or (opts.argv and interpreter_of(opts.argv))
   if py then
     out.python = M.python(py)
@@ -228,9 +337,16 @@ function M.inventory(opts)
       if g then
         fw.commit, fw.describe = g.commit, g.describe
       end
+      fw.version, fw.version_file = M.framework_version(opts.framework or '', opts.framework_dir)
     end
     if opts.framework == 'reference' then
       fw.version = out.system.tplua
+    end
+    -- The installed package, when the checkout said nothing (pip install megatron-core...).
+    local pkg = PACKAGE[opts.framework or '']
+    local pkgs = out.python and type(out.python.packages) == 'table' and out.python.packages
+    if not fw.version and pkg and pkgs and pkgs[pkg] then
+      fw.version, fw.version_file = pkgs[pkg], 'package ' .. pkg
     end
     out.framework = fw
   end
@@ -259,6 +375,18 @@ function M.comparable(inv)
   for _, k in ipairs({ 'commit', 'version' }) do
     if fw[k] ~= nil then
       out['framework.' .. k] = tostring(fw[k])
+    end
+  end
+  for name, v in pairs(type(py.packages) == 'table' and py.packages or {}) do
+    out['package.' .. name] = tostring(v)
+  end
+  -- The GPUs' settings that change a number: power limit, target clock, ECC (memory
+  -- bandwidth), per distinct state; the clock now and memory in use are not settings.
+  for i, s in ipairs(type(inv.gpu_state) == 'table' and inv.gpu_state or {}) do
+    for _, k in ipairs({ 'power_limit_w', 'app_clock_mhz', 'ecc', 'persistence' }) do
+      if s[k] ~= nil then
+        out[string.format('gpu_state.%d.%s', i, k)] = tostring(s[k])
+      end
     end
   end
   local c = type(inv.container) == 'table' and inv.container or {}

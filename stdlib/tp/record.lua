@@ -1,4 +1,4 @@
--- tp.record: the unified run record ("schema": "tplua.run/1") built from a parsed log (tp.log),
+-- tp.record: the unified run record ("schema": "tplua.run/2") built from a parsed log (tp.log),
 -- and its atomic save. A superset of the tprimat-era result files: the flat arrays and the
 -- performance_metrics / training_config / memory_metrics key names are the ones tprimat wrote
 -- (DmitriiNikolaevAtAmd/tprimat, evaluate/extract_prim_metrics.py, extract_metrics_from_log).
@@ -7,8 +7,25 @@ local stats = require('tp.stats')
 
 local M = {}
 
---- The schema name written in every record.
-M.SCHEMA = 'tplua.run/1'
+--- The schema name written in every record. /2 added the members a run writes about how it
+--- ran (environment, preflight, profile, joules_per_token); a /1 record reads as one without
+--- them (docs/record.md, "Versions").
+M.SCHEMA = 'tplua.run/2'
+
+--- The record schemas this version reads, oldest first.
+M.READABLE = { 'tplua.run/1', 'tplua.run/2' }
+
+--- True when `schema` names a run record this version reads.
+---@param schema any
+---@return boolean
+function M.readable(schema)
+  for _, s in ipairs(M.READABLE) do
+    if schema == s then
+      return true
+    end
+  end
+  return false
+end
 
 -- JSON null: tp.json's sentinel, so tp.json.encode writes null.
 local function load_json()

@@ -7,6 +7,8 @@ local results = require('tp.results')
 local compare = require('tp.compare')
 local audit = require('tp.audit')
 local convergence = require('tp.convergence')
+local efficiency = require('tp.efficiency')
+local stack = require('tp.stack')
 local plot = require('tp.plot')
 local fs = require('tp.fs')
 
@@ -276,6 +278,17 @@ function M.build(set, opts)
     title = string.format('%s: %s', #mlist > 0 and table.concat(mlist, ', ') or 'Results',
       table.concat(names, ' vs '))
   end
+  local per_run_efficiency = {}
+  for _, r in ipairs(set.runs) do
+    local gv = results.get(r, by)
+    if gv == nil then
+      gv = '(none)'
+    end
+    local hw = opts.hardware and (opts.hardware[gv] or opts.hardware[r.id])
+    local eopts = { hardware = hw, group = gv, convention = opts.convention }
+    per_run_efficiency[r.id] = { mfu = (efficiency.mfu(r, eopts)),
+      joules = (efficiency.energy(r, eopts)) }
+  end
   return {
     title = title,
     generated = opts.generated or os.date('!%Y-%m-%d %H:%M UTC'),
@@ -292,6 +305,9 @@ function M.build(set, opts)
     findings = findings,
     verdict = verdict,
     level = math.floor((cmp.settings.level or 0.95) * 100 + 0.5),
+    hardware = opts.hardware,
+    efficiency = per_run_efficiency,
+    stack = stack.table(set, { by = by, order = order }),
   }
 end
 
@@ -364,18 +380,16 @@ local function bar_series(ctx, name, scale)
   return any and s or nil, m
 end
 
--- Per-run MFU as the comparison computes it (recorded, or from tp.metrics and the catalog).
+-- Per-run MFU as the comparison computes it (tp.efficiency: recorded, or from tp.metrics and
+-- the catalog GPU, with the hardware given by group or run id).
 local function mfu_by_run(ctx)
   local out = {}
   for _, r in ipairs(ctx.set.runs) do
-    local ok, res = pcall(compare.compare, results.from_runs({ r }), { metrics = { 'mfu' },
-      by = ctx.by, n_boot = 1, convention = ctx.convention })
-    if ok and res then
-      local m = res.metrics[1]
-      local s = m and m.groups[1]
-      if s and is_finite(s.mean) then
-        out[r.id] = s.mean
-      end
+    local gv = group_of(ctx, r)
+    local hw = ctx.hardware and (ctx.hardware[gv] or ctx.hardware[r.id])
+    local v = efficiency.mfu(r, { hardware = hw, group = gv, convention = ctx.convention })
+    if is_finite(v) then
+      out[r.id] = v
     end
   end
   return out
@@ -559,14 +573,14 @@ local TITLES = { throughput = 'Throughput per GPU', step_time = 'Step-time distr
 --- The chart names `chart` knows: the report's plots (M.PLOTS) and 'lr'.
 M.CHARTS = { 'throughput', 'step_time', 'loss', 'memory', 'mfu', 'lr' }
 
-local function make_ctx(set, by, order, cmp_fn, level, convention)
+local function make_ctx(set, by, order, cmp_fn, level, convention, hw)
   local idx, cats = {}, {}
   for i, v in ipairs(order) do
     idx[v] = i
     cats[i] = tostring(v)
   end
   return { set = set, by = by, order = order, colors = group_colors(order), idx = idx,
-    cats = cats, compare = cmp_fn, level = level, convention = convention }
+    cats = cats, compare = cmp_fn, level = level, convention = convention, hardware = hw }
 end
 
 local function entry(ctx, name)
@@ -589,7 +603,7 @@ function M.charts(model)
   end
   local ctx = make_ctx(model.set, model.by, model.order, function(name)
     return metric_entry(model.compare, name)
-  end, model.level, model.compare.settings.convention)
+  end, model.level, model.compare.settings.convention, model.hardware)
   local out = {}
   for _, name in ipairs(M.PLOTS) do
     out[#out + 1] = entry(ctx, name)
@@ -774,14 +788,43 @@ local function comparison_rows(model)
   return rows, level
 end
 
+-- A run's MFU and energy per token as the comparison computes them (tp.efficiency).
+local function run_mfu(r, model)
+  return (model.efficiency[r.id] or {}).mfu
+end
+
+local function run_joules(r, model)
+  return (model.efficiency[r.id] or {}).joules
+end
+
 local RUN_COLUMNS = {
   { 'run', 'id' }, { 'platform', 'platform' }, { 'framework', 'framework' },
   { 'model', 'model' }, { 'GPU', 'gpu' }, { 'GPUs', 'gpus' }, { 'GBS', 'gbs' },
   { 'seq', 'seq_len' }, { 'precision', 'precision' }, { 'steady from', 'steady_first_iteration' },
   { 'step time (s)', 'step_time', '%.4f' }, { 'tokens/s/GPU', 'tokens_per_s_per_gpu', '%.1f' },
-  { 'MFU (%)', 'mfu', '%.2f', 100 }, { 'memory (GiB)', 'memory_gib', '%.2f' },
-  { 'last iter', 'last_iteration' }, { 'status', 'status' },
+  { 'MFU (%)', run_mfu, '%.2f', 100 }, { 'J/token', run_joules, '%.4g' },
+  { 'memory (GiB)', 'memory_gib', '%.2f' }, { 'last iter', 'last_iteration' },
+  { 'status', 'status' },
 }
+
+-- The runs that were profiled (their record's `profile` member, tp.profile): {run, tool,
+-- steps, links = {{label, href}}}, hrefs relative to the report's directory (model.dir, set by
+-- write) or absolute.
+local function profile_rows(model)
+  local rows = {}
+  local profile = require('tp.profile')
+  for _, r in ipairs(model.set:sort(model.by).runs) do
+    local p = type(r.profile) == 'table' and r.profile or nil
+    if p and type(p.tool) == 'string' then
+      local s = type(p.steps) == 'table' and p.steps or {}
+      local ok, path = pcall(r.file, r)
+      rows[#rows + 1] = { run = tostring(r.id), tool = p.tool,
+        steps = s[2] and string.format('%s-%s', g(s[1]), g(s[2])) or 'all',
+        links = profile.links(p, ok and path or '.', model.dir) }
+    end
+  end
+  return rows
+end
 
 local function run_rows(model)
   local rows = {}
@@ -789,7 +832,12 @@ local function run_rows(model)
   for _, r in ipairs(runs) do
     local row = {}
     for j, c in ipairs(RUN_COLUMNS) do
-      local v = results.get(r, c[2])
+      local v
+      if type(c[2]) == 'function' then
+        v = c[2](r, model)
+      else
+        v = results.get(r, c[2])
+      end
       if type(v) == 'number' and c[4] then
         v = v * c[4]
       end
@@ -896,6 +944,23 @@ function M.markdown(model, plots)
     add(md_row(r))
   end
   add()
+  add('## Software stack')
+  add()
+  local st = model.stack
+  add(st.any and "Each group's software stack, from the records' environment ('-': not "
+    .. 'recorded).' or "The records carry no environment (they were written before tplua "
+    .. "recorded it): '-' throughout.")
+  add()
+  local shead = { '' }
+  for i, gv in ipairs(st.groups) do
+    shead[i + 1] = gv
+  end
+  add(md_row(shead))
+  add('| --- |' .. string.rep(' --- |', #st.groups))
+  for _, row in ipairs(st.rows) do
+    add(md_row({ row.label, table.unpack(row.values) }))
+  end
+  add()
   add('## Plots')
   add()
   for _, c in ipairs(M.charts(model)) do
@@ -933,6 +998,22 @@ function M.markdown(model, plots)
     add()
     add(string.format('%s in the result directories are not results and were skipped.',
       plural(#skipped, 'JSON file')))
+  end
+  local profiled = profile_rows(model)
+  if #profiled > 0 then
+    add()
+    add('## Profiles')
+    add()
+    add('| run | tool | steps | traces |')
+    add('| --- | --- | --- | --- |')
+    for _, p in ipairs(profiled) do
+      local links = {}
+      for i, l in ipairs(p.links) do
+        links[i] = string.format('[%s](%s)', md_text(l.label), l.href)
+      end
+      add(string.format('| %s | %s | %s | %s |', md_text(p.run), md_text(p.tool),
+        md_text(p.steps), #links > 0 and table.concat(links, ', ') or 'none found'))
+    end
   end
   add()
   return table.concat(L, '\n')
@@ -1198,6 +1279,22 @@ function M.html(model, plots, svgs)
   end
   add('</tbody></table></section>')
 
+  -- Software stack.
+  add('<section id="stack"><h2>Software stack</h2>')
+  local st = model.stack
+  add('<p class="missing">' .. esc(st.any and "From the records' environment ('-': not "
+    .. 'recorded).' or "The records carry no environment (they were written before tplua "
+    .. "recorded it): '-' throughout.") .. '</p>')
+  local shead, srows = { '' }, {}
+  for i, gv in ipairs(st.groups) do
+    shead[i + 1] = gv
+  end
+  for i, row in ipairs(st.rows) do
+    srows[i] = { row.label, table.unpack(row.values) }
+  end
+  add(html_table(shead, srows, {}))
+  add('</section>')
+
   -- Plots.
   add('<section id="plots"><h2>Plots</h2>')
   for _, c in ipairs(M.charts(model)) do
@@ -1237,6 +1334,20 @@ function M.html(model, plots, svgs)
       'were skipped.</p>', esc(plural(#skipped, 'JSON file'))))
   end
   add('</section>')
+  local profiled = profile_rows(model)
+  if #profiled > 0 then
+    add('<section id="profiles"><h2>Profiles</h2><div class="scroll"><table><thead><tr>'
+      .. '<th>run</th><th>tool</th><th>steps</th><th>traces</th></tr></thead><tbody>')
+    for _, p in ipairs(profiled) do
+      local links = {}
+      for i, l in ipairs(p.links) do
+        links[i] = string.format('<a href="%s">%s</a>', esc(l.href), esc(l.label))
+      end
+      add(string.format('<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>', esc(p.run),
+        esc(p.tool), esc(p.steps), #links > 0 and table.concat(links, ', ') or 'none found'))
+    end
+    add('</tbody></table></div></section>')
+  end
   add('<footer>tplua ' .. esc(model.version) .. ' · tp.report</footer>')
   add('</main></body></html>')
   return table.concat(H, '\n') .. '\n'
@@ -1282,6 +1393,7 @@ function M.write(set, out, opts)
   if not model then
     return nil, err, code
   end
+  model.dir = out  -- profile trace links are relative to it
   if not st then
     local ok, merr, mcode = fs.mkdir_p(out)
     if not ok then

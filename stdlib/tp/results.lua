@@ -1,4 +1,4 @@
--- tp.results: load run records ("schema": "tplua.run/1", docs/record.md) and tprimat-era result
+-- tp.results: load run records ("schema": "tplua.run/2", docs/record.md) and tprimat-era result
 -- files (train_*.json, benchmark_*.json) into a result set that can be filtered, grouped,
 -- sorted and printed. Each run keeps a small summary in memory; its per-iteration arrays are
 -- read back from the file on first access. docs/analysis.md describes the summary fields.
@@ -11,7 +11,7 @@ local M = {}
 local null = json.null
 
 --- The schema of the run records this module reads.
-M.SCHEMA = 'tplua.run/1'
+M.SCHEMA = require('tp.record').SCHEMA
 
 --- Per-iteration fields read lazily from the file on first access (kept out of the summary).
 M.DETAIL_FIELDS = { 'records', 'iterations', 'step_times', 'loss_values', 'learning_rates',
@@ -29,7 +29,8 @@ M.SUMMARY_FIELDS = {
 
 -- Nested tables kept with the summary (small: a few dozen scalars each).
 local KEPT_TABLES = { 'training_config', 'performance_metrics', 'memory_metrics',
-  'energy_metrics', 'cost_metrics', 'gpu_info', 'source', 'diagnostics', 'environment' }
+  'energy_metrics', 'cost_metrics', 'gpu_info', 'source', 'diagnostics', 'environment',
+  'profile' }
 
 local DETAIL = {}
 for _, k in ipairs(M.DETAIL_FIELDS) do
@@ -555,11 +556,13 @@ end
 local function classify(doc, path, explicit)
   local schema = doc.schema
   if schema ~= nil and not is_null(schema) then
-    if schema == M.SCHEMA then
+    local record = require('tp.record')
+    if record.readable(schema) then
       return 'run'
     end
     if type(schema) == 'string' and schema:match('^tplua%.run/') then
-      bad(path, "schema '%s' is not supported (this version reads %s)", schema, M.SCHEMA)
+      bad(path, "schema '%s' is not supported (this version reads %s)", schema,
+        table.concat(record.READABLE, ', '))
     end
     return nil, string.format("schema '%s' is not a run record", tostring(schema))
   end
@@ -730,7 +733,8 @@ local function plan_dir(plan, dir, root, opts, seen, dirs_seen, indexes)
         if opts.recursive then
           plan_dir(plan, p, root, opts, seen, dirs_seen, indexes)
         end
-      elseif t == 'file' and e.name:match('%.json$') then
+      elseif t == 'file' and e.name:match('%.json$')
+        and not require('tp.profile').is_trace_name(e.name) then
         -- A regular file (not a link) is where its directory really is: no realpath(3) per file.
         local rp = e.type == 'file' and (real .. '/' .. e.name) or nil
         plan_file(plan, seen, p, root, false, rp, index, e.name)
@@ -1172,7 +1176,45 @@ local function fmt_value(v, fmt)
   return tostring(v)
 end
 
-local function columns_of(opts, fname)
+-- Field names a column may name whether or not any run has a value: the summary fields, the
+-- per-iteration arrays, the kept tables and the summary's extras.
+local KNOWN_FIELDS = {}
+for _, list in ipairs({ M.SUMMARY_FIELDS, M.DETAIL_FIELDS, KEPT_TABLES, { 'run_id',
+  'dataset_info', 'nonfinite_values', 'recorded_tokens_per_s_per_gpu', 'recorded_step_time' } }) do
+  for _, k in ipairs(list) do
+    KNOWN_FIELDS[k] = true
+  end
+end
+
+-- A string column is known when it names a field, or when some run has a value for it (a
+-- dotted path into a kept table: 'training_config.seed'); in an empty set, any dotted path into
+-- a kept table. Misspelt columns would otherwise print as blanks.
+local function check_column(fname, key, runs, level)
+  if KNOWN_FIELDS[key] then
+    return
+  end
+  local head = key:match('^([^.]+)%.')
+  if head and KNOWN_FIELDS[head] and #runs == 0 then
+    return
+  end
+  for _, r in ipairs(runs) do
+    if get(r, key) ~= nil then
+      return
+    end
+  end
+  local near = {}
+  for _, k in ipairs(M.SUMMARY_FIELDS) do
+    if k:find(key, 1, true) or key:find(k, 1, true) then
+      near[#near + 1] = k
+    end
+  end
+  error(string.format("ResultSet:%s: unknown column '%s': no run has it%s (known: %s; or a "
+    .. 'dotted path into %s, e.g. training_config.seed)', fname, key, #near > 0
+    and ('; did you mean ' .. table.concat(near, ', ') .. '?') or '',
+    table.concat(M.SUMMARY_FIELDS, ', '), table.concat(KEPT_TABLES, ', ')), level + 1)
+end
+
+local function columns_of(opts, fname, runs)
   local cols = opts and (opts.columns or (opts[1] and opts)) or DEFAULT_COLUMNS
   local out = {}
   for i, c in ipairs(cols) do
@@ -1183,6 +1225,9 @@ local function columns_of(opts, fname)
     else
       error(string.format('ResultSet:%s: column %d must be a key or {key=, title=, format=}',
         fname, i), 3)
+    end
+    if type(out[i].key) == 'string' then
+      check_column(fname, out[i].key, runs, 3)
     end
   end
   return out
@@ -1197,7 +1242,7 @@ end
 ---@param opts? table
 ---@return string
 function ResultSet:table(opts)
-  local cols = columns_of(opts, 'table')
+  local cols = columns_of(opts, 'table', self.runs)
   local rows, widths, numeric = {}, {}, {}
   for j, c in ipairs(cols) do
     widths[j] = #c.title
@@ -1247,7 +1292,7 @@ end
 ---@param opts? table
 ---@return string
 function ResultSet:to_csv(opts)
-  local cols = columns_of(opts or { columns = M.SUMMARY_FIELDS }, 'to_csv')
+  local cols = columns_of(opts or { columns = M.SUMMARY_FIELDS }, 'to_csv', self.runs)
   local out = {}
   local head = {}
   for j, c in ipairs(cols) do

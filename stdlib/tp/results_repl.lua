@@ -142,17 +142,29 @@ function Set:values(key, numeric)
   return native(self):values(key, numeric)
 end
 
---- The runs as an aligned text table (columns as in tp.results ResultSet:table).
+-- Calls a ResultSet method; its misuse errors are re-raised as the prompt's own ('R:table: ...'),
+-- without a position (a line typed at the prompt is a tail call: there is no line to blame).
+local function as_prompt_call(self, name, ...)
+  local set = native(self)
+  local ok, res = pcall(set[name], set, ...)
+  if not ok then
+    error((tostring(res):gsub('^.-ResultSet:', 'R:')), 0)
+  end
+  return res
+end
+
+--- The runs as an aligned text table (columns as in tp.results ResultSet:table). A column no run
+--- has raises, naming it and the known ones.
 ---@return string
 function Set:table(opts)
   check_self(self, 'table')
-  return native(self):table(opts)
+  return as_prompt_call(self, 'table', opts)
 end
 
 --- The runs as CSV.
 function Set:to_csv(opts)
   check_self(self, 'to_csv')
-  return native(self):to_csv(opts)
+  return as_prompt_call(self, 'to_csv', opts)
 end
 
 --- The runs as JSON.

@@ -26,7 +26,7 @@ local RUN_TYPES = {
   gpus = 'integer', platform = 'string', framework = 'string', model = 'string',
   dataset = 'string', methodology = 'string', ['repeat'] = 'integer', config = 'table',
   files = 'table', files_dir = 'string', total_iters = 'integer', experiment = 'string',
-  hardware = 'string', launcher = 'string',
+  hardware = 'string', launcher = 'string', profile = 'table', preflight = 'table',
 }
 
 -- The fields that define what a run computes: they make up its config hash. Supervision
@@ -677,6 +677,10 @@ function M.start(loop, run, ctx)
   self.stream = log_mod.stream({ format = run.parser, gbs = run.gbs, seq_len = run.seq_len,
     gpus = run.gpus })
   local ok, err = write_files(run, files_dir(run, ctx.results))
+  if ok and run.profile and type(run.profile.output) == 'string' then
+    -- Profilers write into the run's profile directory (tp.profile.for_run); not all create it.
+    ok, err = fs.mkdir_p(run.profile.output)
+  end
   if not ok then
     self.spawn_error = 'cannot write the run\'s files: ' .. tostring(err)
     self.exited = true
@@ -946,6 +950,8 @@ function Active:build_record(log, status, reason)
     end
   end
   rec.config_hash = self.hash
+  -- What the checks before launch found (tp.preflight.summary), or that they were skipped.
+  rec.preflight = run.preflight or json.null
   rec.campaign = {
     attempt = ctx.attempt or json.null,
     wall_s = self.t1 and (self.t1 - self.t0) or json.null,
@@ -971,6 +977,15 @@ function Active:build_record(log, status, reason)
       attached = j.attached == true, cancelled_by_tplua = j.cancelled_by_tplua == true,
       submitted_at = j.submitted_at or json.null, ended_at = j.ended_at or json.null,
       mode = j.mode or 'batch' }
+  end
+  if run.profile then
+    -- The trace files the profiler left (tp.profile.for_run's patterns), relative to the record.
+    rec.profile = require('tp.profile').record(run.profile, fs.dirname(self.record_path))
+    if #rec.profile.traces == 0 then
+      rec.diagnostics[#rec.diagnostics + 1] = { kind = 'profile_missing', severity = 'warning',
+        line = json.null, message = 'profile: no trace file matches '
+          .. table.concat(rec.profile.patterns, ', ') }
+    end
   end
   rec.energy_metrics = self.energy or { measured = false,
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }

@@ -95,6 +95,13 @@ static void test_parse_good(void) {
                                "0\tpci_bus_id\t00000000:2A:00.0\n"
                                "0\tsm_count\t132\n"
                                "0\tmemory_total\t85520809984\n"
+                               "0\tmemory_used\t1073741824\n"
+                               "0\tecc\t1\n"
+                               "0\tpersistence\t0\n"
+                               "0\tclock_now_khz\t345000\n"
+                               "0\tnprocesses\t2\n"
+                               "0\tprocess\t4242 32212254720\n"
+                               "0\tprocess\t17 -1\n"
                                "1\terror\tfirst failure\n"
                                "1\terror\tsecond failure\n"
                                "b\tcode\t4294967295\n"
@@ -121,7 +128,16 @@ static void test_parse_good(void) {
     CHECK_INT(d0->sm_count, 132);
     CHECK_INT((long long)d0->memory_total, 85520809984LL);
     CHECK_INT(d0->clock_khz, -1);
+    CHECK_INT(d0->memory_used, 1073741824LL);
+    CHECK_INT(d0->ecc, 1);
+    CHECK_INT(d0->persistence, 0);
+    CHECK_INT(d0->clock_now_khz, 345000);
+    CHECK_INT(d0->app_clock_khz, -1);
+    CHECK_INT(d0->nprocesses, 2);
+    CHECK_STR(d0->processes, "4242:32212254720 17:-1");
     CHECK_STR(d1->error, "first failure; second failure");
+    CHECK_INT(d1->nprocesses, -1);  // not reported: unknown, not idle
+    CHECK_INT(d1->memory_used, -1);
   }
   tp_gpu_probe_free(&p);
 }
@@ -152,6 +168,11 @@ static void test_parse_bad(void) {
   BAD("-1\tname\tx\nend\n", TP_EPARSE, "bad device index '-1'");
   BAD("0\tsm_count\t12x\nend\n", TP_EPARSE, "bad field 'sm_count'");
   BAD("0\tmemory_total\t-5\nend\n", TP_EPARSE, "bad field 'memory_total'");
+  BAD("0\tprocess\t12\nend\n", TP_EPARSE, "bad field 'process'");
+  BAD("0\tprocess\t12 34 56\nend\n", TP_EPARSE, "bad field 'process'");
+  BAD("0\tprocess\t-3 34\nend\n", TP_EPARSE, "bad field 'process'");
+  BAD("0\tecc\t2\nend\n", TP_EPARSE, "bad field 'ecc'");
+  BAD("0\tmemory_used\tlots\nend\n", TP_EPARSE, "bad field 'memory_used'");
   BAD("b\tdevice_count\t99999999999999999999\nend\n", TP_EPARSE, "bad field 'device_count'");
   BAD("0\tname\tbad \\q escape\nend\n", TP_EPARSE, "bad escape");
   BAD("0\tname\ttrailing \\\nend\n", TP_EPARSE, "bad escape");

@@ -80,7 +80,7 @@ local function check_records(dir)
   for _, p in ipairs(assert(fs.glob(dir .. '/*.json'))) do
     local rec = json.load_file(p)
     assert.is_table(rec, p)
-    assert.are.equal('tplua.run/1', rec.schema)
+    assert.are.equal('tplua.run/2', rec.schema)
     assert.are.equal(fs.basename(p), rec.run_id .. '.json')
     assert.are.equal('completed', rec.status, p)
     ids[#ids + 1] = rec.run_id

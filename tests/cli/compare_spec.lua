@@ -212,3 +212,229 @@ describe('tplua compare', function()
       true))
   end)
 end)
+
+-- RFC 4180 records: quoted fields (with "" for a quote, and commas and line breaks inside),
+-- CRLF between records. Returns the records, or nil and why.
+local function parse_csv(text)
+  local rows, row, field, i, n = {}, {}, {}, 1, #text
+  while i <= n do
+    local c = text:sub(i, i)
+    if c == '"' and #field == 0 then
+      local j = i + 1
+      while true do
+        local q = text:find('"', j, true)
+        if not q then
+          return nil, 'unterminated quoted field'
+        end
+        field[#field + 1] = text:sub(j, q - 1)
+        if text:sub(q + 1, q + 1) == '"' then
+          field[#field + 1] = '"'
+          j = q + 2
+        else
+          i = q + 1
+          break
+        end
+      end
+      local nxt = text:sub(i, i)
+      if nxt ~= ',' and nxt ~= '\r' then
+        return nil, 'text after a closing quote at byte ' .. i
+      end
+    elseif c == ',' then
+      row[#row + 1] = table.concat(field)
+      field = {}
+      i = i + 1
+    elseif c == '\r' then
+      if text:sub(i + 1, i + 1) ~= '\n' then
+        return nil, 'CR without LF at byte ' .. i
+      end
+      row[#row + 1] = table.concat(field)
+      rows[#rows + 1] = row
+      row, field = {}, {}
+      i = i + 2
+    elseif c == '\n' then
+      return nil, 'LF without CR at byte ' .. i
+    else
+      field[#field + 1] = c
+      i = i + 1
+    end
+  end
+  if #row > 0 or #field > 0 then
+    return nil, 'the last record does not end with CRLF'
+  end
+  return rows
+end
+
+-- The records as tables keyed by the header's names.
+local function csv_records(text)
+  local rows = assert(parse_csv(text))
+  local out = {}
+  for k = 2, #rows do
+    assert.are.equal(#rows[1], #rows[k], 'row ' .. k .. ' has another width than the header')
+    local t = {}
+    for j, name in ipairs(rows[1]) do
+      t[name] = rows[k][j]
+    end
+    out[#out + 1] = t
+  end
+  return out, rows[1]
+end
+
+local function near(a, b)
+  return math.abs(tonumber(a) - b) <= 1e-12 * math.abs(b)
+end
+
+describe('tplua compare --csv', function()
+  it('prints one RFC 4180 row per group with the numbers of the comparison', function()
+    local r = h.run({ 'compare', ROOT .. '/fair', '--csv', '-' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('', r.stderr)
+    local recs, header = csv_records(r.stdout)
+    assert.are.same({ 'platform', 'baseline', 'runs', 'run_ids', 'frameworks', 'models', 'gpu',
+      'gpus', 'tokens_per_s_n' }, { table.unpack(header, 1, 9) })
+    assert.are.equal(2, #recs)
+    local nvd, amd = recs[1], recs[2]
+    assert.are.same({ 'nvd', 'yes', '3', 'megatron', '8' }, { nvd.platform, nvd.baseline,
+      nvd.runs, nvd.frameworks, nvd.gpus })
+    assert.are.equal('amd-primus-r1 amd-primus-r2 amd-primus-r3', amd.run_ids)
+    local doc = assert(json.decode(h.run({ 'compare', ROOT .. '/fair', '--json' }).stdout))
+    local cmp = doc.comparison
+    for _, m in ipairs(cmp.metrics) do
+      local stem = ({ tokens_per_s_per_gpu = 'tokens_per_s_per_gpu', mfu = 'mfu_percent',
+        energy_per_token = 'energy_j_per_token', step_time = 'step_time_s' })[m.name]
+      if stem then
+        for _, g in ipairs(m.groups) do
+          local rec = g.value == 'amd' and amd or nvd
+          assert.is_true(near(rec[stem .. '_mean'], g.mean * (m.scale or 1)), stem)
+          assert.is_true(near(rec[stem .. '_sd'], g.stddev * (m.scale or 1)), stem)
+          assert.is_true(near(rec[stem .. '_ci_lo'], g.ci.lo * (m.scale or 1)), stem)
+        end
+        assert.is_true(near(amd[stem .. '_ratio'], m.ratios[1].ratio), stem)
+        assert.is_true(near(amd[stem .. '_p'], m.ratios[1].p), stem)
+        assert.are.equal('1', nvd[stem .. '_ratio'])
+      end
+    end
+    -- tokens/s (not among the text's metrics) is there too, and each basis.
+    assert.is_true(near(amd.tokens_per_s_mean, 8 * tonumber(amd.tokens_per_s_per_gpu_mean)))
+    assert.is_truthy(amd.energy_basis:find('estimated: 8 GPUs x mi300x TDP 750 W', 1, true))
+    assert.are.equal('h100-sxm bf16 989.4 TFLOP/s dense', nvd.mfu_peak)
+    assert.are.equal('0', amd.cost_usd_per_1t_tokens_n)
+    assert.are.equal('', amd.cost_usd_per_1t_tokens_mean)
+  end)
+
+  it('quotes fields as RFC 4180 says', function()
+    local dir = h.tmpdir()
+    for i, exp in ipairs({ 'plain', 'with, comma', 'say "hi"', 'two\nlines' }) do
+      local doc = assert(json.load_file(ROOT .. '/fair/nvd/megatron-r' .. (i % 3 + 1) .. '.json'))
+      doc.experiment = exp
+      doc.run_id = 'run' .. i
+      h.write(string.format('%s/r%d.json', dir, i), assert(json.encode(doc)))
+    end
+    local r = h.run({ 'compare', dir, '--by', 'experiment', '--baseline', 'plain', '--csv', '-',
+      '--metrics', 'step_time' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.is_truthy(r.stdout:find('\r\n"with, comma",no,1,', 1, true), r.stdout)
+    assert.is_truthy(r.stdout:find('\r\n"say ""hi""",no,1,', 1, true), r.stdout)
+    assert.is_truthy(r.stdout:find('\r\n"two\nlines",no,1,', 1, true), r.stdout)
+    local recs, header = csv_records(r.stdout)
+    assert.are.equal('experiment', header[1])
+    local seen = {}
+    for _, rec in ipairs(recs) do
+      seen[rec.experiment] = rec.step_time_s_n
+    end
+    assert.are.same({ plain = '1', ['with, comma'] = '1', ['say "hi"'] = '1',
+      ['two\nlines'] = '1' }, seen)
+  end)
+
+  it('writes the file atomically beside the text, and fails cleanly when it cannot', function()
+    local dir = h.tmpdir()
+    local path = dir .. '/cmp.csv'
+    h.write(path, 'old contents\n')
+    local r = h.run({ 'compare', ROOT .. '/fair', '--csv', path })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.is_truthy(r.stdout:find('comparison by platform, baseline nvd', 1, true))
+    assert.is_truthy(r.stderr:find('tplua compare: wrote ' .. path, 1, true))
+    local text = h.read(path)
+    assert.are.equal(2, #csv_records(text))
+    assert.are.equal(text, h.run({ 'compare', ROOT .. '/fair', '--csv', '-' }).stdout)
+    local p = io.popen('ls -A ' .. h.shquote(dir))
+    local names = p:read('a')
+    p:close()
+    assert.are.equal('cmp.csv\n', names)
+    local bad = h.run({ 'compare', ROOT .. '/fair', '--csv', dir .. '/no/such/dir/x.csv' })
+    assert.are.equal(1, bad.code)
+    assert.is_truthy(bad.stderr:find('tplua compare: cannot write the CSV: ' .. dir
+      .. '/no/such/dir/x.csv: ', 1, true), bad.stderr)
+    local both = h.run({ 'compare', ROOT .. '/fair', '--csv', '-', '--json' })
+    assert.are.equal(2, both.code)
+    assert.is_truthy(both.stderr:find("'--csv -' and '--json' both print to standard output", 1,
+      true))
+    local none = h.run({ 'compare', ROOT .. '/fair', '--csv' })
+    assert.are.equal(2, none.code)
+    assert.is_truthy(none.stderr:find("option '--csv' needs a value", 1, true), none.stderr)
+  end)
+end)
+
+describe('tplua compare: software stacks side by side', function()
+  -- The fair pair again, with the environment tp.provenance writes: one NVIDIA and one AMD
+  -- stack; amd-primus-r3 keeps none (a record written before tplua recorded it).
+  local function with_environments()
+    local dir = h.tmpdir()
+    local envs = {
+      nvd = { schema = 'tplua.environment/1',
+        gpu_stack = { nvidia_driver = '550.54.15', cuda_runtime = '12.4', nccl = '2.21.5' },
+        python = { python = '3.10.12', torch = '2.5.1', torch_cuda = '12.4' },
+        framework = { name = 'megatron', commit = '0123456789abcdef0123456789abcdef01234567' },
+        container = { runtime = 'enroot', image = 'nvcr.io/nvidia/pytorch:24.10-py3' } },
+      amd = { schema = 'tplua.environment/1',
+        gpu_stack = { amdgpu_driver = '6.8.5', hip_runtime = '6.2.41134', rccl = '2.20.5' },
+        python = { python = '3.10.14', torch = '2.5.0', torch_hip = '6.2.41133' },
+        framework = { name = 'primus', describe = 'v0.4.0-12-gabcdef0' },
+        container = { runtime = 'docker', rocm_version = '6.2.4' } },
+    }
+    for _, p in ipairs({ 'amd', 'nvd' }) do
+      os.execute('mkdir -p ' .. h.shquote(dir .. '/' .. p))
+      for i = 1, 3 do
+        local name = string.format('%s/%s-r%d.json', p, p == 'amd' and 'primus' or 'megatron', i)
+        local doc = assert(json.load_file(ROOT .. '/fair/' .. name))
+        if not (p == 'amd' and i == 3) then
+          doc.environment = envs[p]
+        end
+        h.write(dir .. '/' .. name, assert(json.encode(doc)))
+      end
+    end
+    return dir
+  end
+
+  it('prints one column per platform, and - where a record does not say', function()
+    local dir = with_environments()
+    local r = h.run({ 'compare', dir })
+    assert.are.equal(0, r.code, r.stderr)
+    local out = r.stdout
+    local want = {
+      "software stack by platform (the records' environment)\n",
+      '                       nvd                               amd\n',
+      '  GPU driver           NVIDIA 550.54.15                  amdgpu 6.8.5 | -\n',
+      '  CUDA / ROCm runtime  CUDA 12.4                         HIP 6.2.41134 | -\n',
+      '  NCCL / RCCL          NCCL 2.21.5                       RCCL 2.20.5 | -\n',
+      '  Python               3.10.12                           3.10.14 | -\n',
+      '  torch                2.5.1 (CUDA 12.4)                 2.5.0 (HIP 6.2.41133) | -\n',
+      '  framework            megatron 0123456789ab             primus v0.4.0-12-gabcdef0 | -\n',
+      '  container image      nvcr.io/nvidia/pytorch:24.10-py3  ROCm 6.2.4 | -\n',
+    }
+    assert.is_truthy(out:find(table.concat(want), 1, true), out)
+    -- The same in the JSON document.
+    local doc = assert(json.decode(h.run({ 'compare', dir, '--json' }).stdout))
+    assert.are.same({ 'nvd', 'amd' }, doc.stack.groups)
+    assert.are.equal('torch', doc.stack.rows[5].label)
+    assert.are.same({ '2.5.1 (CUDA 12.4)', '2.5.0 (HIP 6.2.41133) | -' }, doc.stack.rows[5].values)
+  end)
+
+  it('loads old records without an environment and shows - throughout', function()
+    local r = h.run({ 'compare', ROOT .. '/fair' })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.is_truthy(r.stdout:find("software stack by platform (the records' environment): the "
+      .. 'records carry none (written before tplua recorded it)\n                       nvd  amd\n'
+      .. '  GPU driver           -    -\n', 1, true), r.stdout)
+    assert.is_truthy(r.stdout:find('  container image      -    -\n', 1, true))
+  end)
+end)

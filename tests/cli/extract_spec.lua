@@ -349,7 +349,7 @@ describe('tplua extract', function()
         local r, rec = extract_json(path)
         assert.are.equal(0, r.code, r.stderr)
         assert.is_table(rec, 'no JSON written: ' .. r.stderr)
-        assert.are.equal('tplua.run/1', rec.schema)
+        assert.are.equal('tplua.run/2', rec.schema)
         local name = case.file
 
         -- Counts, first / last iteration, first / last loss, lr at the last record.
@@ -1102,7 +1102,7 @@ describe('tplua extract', function()
       h.write(dir .. '/run.json', 'old contents')
       local r = h.run({ 'extract', '--quiet', log, '--json', dir .. '/run.json' })
       assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal('tplua.run/1', json.decode(h.read(dir .. '/run.json')).schema)
+      assert.are.equal('tplua.run/2', json.decode(h.read(dir .. '/run.json')).schema)
       assert.are.equal('run.json', listing(dir))
     end)
   end)

@@ -82,6 +82,21 @@ describe('tplua probe', function()
       .. 'TFLOP/s', 1, true))
     assert.truthy(r.stdout:find('NVIDIA driver 535.161.08', 1, true))
     assert.truthy(r.stdout:find('NCCL 2.21.5', 1, true))
+    assert.falsy(r.stdout:find('in use:', 1, true))
+  end)
+
+  it('shows a GPU that another process holds, and its state in --json', function()
+    local r = h.run({ 'probe' }, { env = fakes('h100busy') })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('0000:28:00.0  cudart\n[^\n]*\n%s+in use: 1 process%(es%): '
+      .. 'pid 4242 %(30%.0 GiB%)\n'), r.stdout)
+    local _, n = r.stdout:gsub('in use:', '')
+    assert.are.equal(1, n)
+    local j = h.run({ 'probe', '--json' }, { env = fakes('h100busy') })
+    local doc = assert(require('tp.json').decode(j.stdout))
+    local st = doc.environment.gpu_state
+    assert.are.equal(700, st[1].power_limit_w)
+    assert.is_true(st[1].ecc)
   end)
 
   it('--json gives devices, backends and inventory for a mixed box', function()

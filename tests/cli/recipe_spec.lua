@@ -68,8 +68,16 @@ describe('tplua RECIPE.lua', function()
     end
     local results = h.tmpdir()
     -- No torchrun on an empty PATH: the run starts and fails at once, deterministically.
-    local r = h.run({ FLAGSHIP, '--results', results, '--only', 'nvd', '--repeats', '1' },
-      { env = { TPLUA_GPU_LIBPATH = fake, PATH = h.tmpdir() } })
+    -- The preflight stops it first: no Megatron-LM checkout, no python3 on that PATH.
+    local env = { TPLUA_GPU_LIBPATH = fake, PATH = h.tmpdir() }
+    local pf = h.run({ FLAGSHIP, '--results', results, '--only', 'nvd', '--repeats', '1' },
+      { env = env })
+    assert.are.equal(1, pf.code, pf.stdout .. pf.stderr)
+    assert.is_true(has(pf.stdout, 'error   framework megatron: /workspace/Megatron-LM does not '
+      .. 'exist'), pf.stdout)
+    assert.is_true(has(pf.stdout, 'run: the preflight found errors: nothing started'), pf.stdout)
+    local r = h.run({ FLAGSHIP, '--results', results, '--only', 'nvd', '--repeats', '1',
+      '--skip-preflight' }, { env = env })
     assert.are.equal(1, r.code, r.stdout .. r.stderr)
     assert.is_true(has(r.stdout, 'run: this machine is nvd (8 x NVIDIA H100'), r.stdout)
     assert.is_true(has(r.stdout, 'nvd-megatron-'))

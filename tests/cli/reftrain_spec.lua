@@ -3,21 +3,7 @@
 -- Needs Debian's python3-torch; pending (visibly) without it.
 local h = require('helper')
 local json = require('tp.json')
-local proc = require('tp.proc')
 
-local PYTHON = '/usr/bin/python3'
-
-local function torch_missing()
-  local r = proc.run({ PYTHON, '-c', 'import torch, torch.distributed' }, { timeout = 120 })
-  if not r then
-    return PYTHON .. ' cannot be started'
-  end
-  if r.code ~= 0 then
-    return 'PyTorch is not installed for ' .. PYTHON .. ' (scripts/install-deps installs '
-      .. 'python3-torch)'
-  end
-  return nil
-end
 
 local function record(path)
   return assert(json.load_file(path))
@@ -55,7 +41,7 @@ describe('tplua ranks', function()
 end)
 
 describe('the reference trainer under tplua #slow', function()
-  local missing = torch_missing()
+  local missing = h.torch_missing()
   if missing then
     it('trains with real DDP', function()
       pending(missing)

@@ -155,4 +155,14 @@ describe('tplua repl (no terminal)', function()
     assert.truthy(r.stdout:find('6\tnvd', 1, true), r.stdout)
     assert.truthy(r.stdout:find('amd-primus-r1', 1, true), r.stdout)
   end)
+
+  it('names an unknown column of R:table and lists the known ones, then carries on', function()
+    local r = h.run({ 'repl', h.fixture('results/fair') },
+      { stdin = "R:table{'id', 'tokens'}\nprint(R:table{'id', 'mfu'})\n" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stderr:find("R:table: unknown column 'tokens': no run has it; did you mean "
+      .. 'tokens_per_s, tokens_per_s_per_gpu? (known: id, path, kind, platform', 1, true),
+      r.stderr)
+    assert.truthy(r.stdout:find('nvd-megatron-r3', 1, true), r.stdout)
+  end)
 end)

@@ -233,3 +233,173 @@ describe('tplua report', function()
     assert.are.equal(#PLOTS, nsvg)
   end)
 end)
+
+describe('tplua report: MFU and energy per token', function()
+  local EXAMPLES = 'examples/runs/llama3.1-8b-identical'
+
+  -- The mean of `label`'s rows per group in a text comparison ("  nvd  3    40.95 ...").
+  local function text_means(text, label)
+    local out = {}
+    local block = text:match('\n' .. label:gsub('%p', '%%%0') .. '[^\n]*\n(.-)\n%S')
+    for group, mean in (block or ''):gmatch('%s+(%a+)%s+%d+%s+([%d.]+)') do
+      out[group] = mean
+    end
+    return out
+  end
+
+  -- The same from the Markdown table: "| MFU (...) | nvd | 3 | 40.95 |", "|  | amd | 3 | 36.45 |".
+  local function md_means(md, label)
+    local out = {}
+    local from = md:find('| ' .. label, 1, true)
+    assert(from, label .. ' not in the report')
+    for line in md:sub(from):gmatch('[^\n]+') do
+      local first, group, mean = line:match('^| ([^|]-) ?| (%a+) | %d+ | ([%d.]+) |')
+      if not group or (first ~= '' and not line:find('| ' .. label, 1, true)) then
+        break
+      end
+      out[group] = mean
+    end
+    return out
+  end
+
+  it('shows what the recipe\'s own summary shows for the example runs, by the same code',
+    function()
+      local recipe = h.run({ 'recipes/llama_identical.lua', '--results', h.tmpdir() .. '/none' },
+        { env = { TPLUA_GPU_LIBPATH = h.tmpdir() } })
+      assert.are.equal(0, recipe.code, recipe.stderr)
+      local out = h.tmpdir()
+      local r = h.run({ 'report', EXAMPLES, '--out', out, '--no-plots' })
+      assert.are.equal(0, r.code, r.stderr)
+      local md = h.read(out .. '/report.md')
+      for _, label in ipairs({ 'MFU (%, higher is better)',
+        'GPU energy/token (J, lower is better)' }) do
+        local want = text_means(recipe.stdout, label)
+        assert.is_truthy(want.amd and want.nvd, label .. ' not in the recipe\'s summary')
+        assert.are.same(want, md_means(md, label))
+      end
+      assert.are.same({ amd = '36.45', nvd = '40.95' }, md_means(md, 'MFU (%, higher is better)'))
+      -- The GPU comes from the platform, and the report says so.
+      assert.truthy(md:find('| Peak divisor (amd) | mi300x (assumed from the platform amd: the '
+        .. 'records name no GPU; --hardware amd=ID sets it) bf16 1307.4 TFLOP/s dense |', 1, true),
+        md)
+      assert.truthy(md:find('| Energy basis (nvd) | estimated: 8 GPUs x h100-sxm (assumed from '
+        .. 'the platform nvd', 1, true))
+      assert.truthy(md:find('(statistics, assumed\\_hardware): amd: the records name no GPU', 1,
+        true))
+      -- Each run's own MFU and J/token in the runs table.
+      assert.truthy(md:find('| amd-primus-e84adbb11776-r1 | amd | primus | llama3.1-8b |  | 8 | '
+        .. '64 | 2048 | bf16 | 6 | 1.6054 | 10205.7 | 36.41 | 0.07349 |', 1, true), md)
+      -- A GPU given with --hardware is the one used, and named as given.
+      local given = h.run({ 'report', EXAMPLES, '--out', out, '--no-plots', '--hardware',
+        'amd=mi325x' })
+      assert.are.equal(0, given.code, given.stderr)
+      assert.truthy(h.read(out .. '/report.md'):find('| Energy basis (amd) | estimated: 8 GPUs x '
+        .. 'mi325x TDP 1000 W x time (upper bound) |', 1, true))
+    end)
+
+  it('prefers a measured energy per token to the TDP estimate, and labels it measured',
+    function()
+      local dir = h.tmpdir()
+      local json = require('tp.json')
+      for _, p in ipairs({ 'amd', 'nvd' }) do
+        for i = 1, 3 do
+          local name = string.format('%s/%s-r%d.json', p, p == 'amd' and 'primus' or 'megatron',
+            i)
+          local doc = assert(json.load_file(h.fixture('results/fair/' .. name)))
+          if p == 'amd' then
+            doc.energy_metrics = { joules_per_token = 0.05 + i / 1000 }
+          end
+          os.execute('mkdir -p ' .. h.shquote(dir .. '/' .. p))
+          h.write(dir .. '/' .. name, assert(json.encode(doc)))
+        end
+      end
+      local out = h.tmpdir()
+      local r = h.run({ 'report', dir, '--out', out, '--no-plots' })
+      assert.are.equal(0, r.code, r.stderr)
+      local md = h.read(out .. '/report.md')
+      assert.truthy(md:find('| Energy basis (amd) | measured |', 1, true), md)
+      assert.are.same({ amd = '0.052', nvd = md_means(md,
+        'GPU energy/token (J, lower is better)').nvd }, md_means(md,
+        'GPU energy/token (J, lower is better)'))
+      assert.truthy(md:find('mixed\\_energy\\_basis', 1, true))
+    end)
+end)
+
+describe('tplua report --csv', function()
+  it('writes the comparison as CSV beside the report, or on stdout with -', function()
+    local out = h.tmpdir()
+    local csv = out .. '/comparison.csv'
+    local r = h.run({ 'report', h.fixture('results/fair'), '--out', out .. '/rep', '--no-plots',
+      '--csv', csv })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('wrote:\n  ' .. out .. '/rep/report.md\n  ' .. out
+      .. '/rep/report.html\n  ' .. csv .. '\n', 1, true), r.stdout)
+    local text = assert(h.read(csv))
+    local lines = {}
+    for line in text:gmatch('([^\r\n]*)\r\n') do
+      lines[#lines + 1] = line
+    end
+    assert.are.equal(3, #lines)
+    assert.truthy(lines[1]:find('^platform,baseline,runs,run_ids,frameworks,models,gpu,gpus,'
+      .. 'tokens_per_s_n,tokens_per_s_mean,'), lines[1])
+    assert.truthy(lines[1]:find(',energy_j_per_token_mean,', 1, true))
+    assert.truthy(lines[2]:find('^nvd,yes,3,'), lines[2])
+    assert.truthy(lines[3]:find('^amd,no,3,'), lines[3])
+    local dash = h.run({ 'report', h.fixture('results/fair'), '--out', out .. '/rep',
+      '--no-plots', '--csv', '-' })
+    assert.are.equal(0, dash.code, dash.stderr)
+    assert.are.equal(text, dash.stdout)
+    assert.truthy(dash.stderr:find('Fair comparison.', 1, true), dash.stderr)
+    local bad = h.run({ 'report', h.fixture('results/fair'), '--out', out .. '/rep',
+      '--no-plots', '--csv', out .. '/missing/x.csv' })
+    assert.are.equal(1, bad.code)
+    assert.truthy(bad.stderr:find('tplua report: cannot write the CSV: ' .. out
+      .. '/missing/x.csv: ', 1, true), bad.stderr)
+  end)
+end)
+
+describe('tplua report: software stacks', function()
+  it('shows each platform\'s stack side by side, - where a record does not say', function()
+    local json = require('tp.json')
+    local dir = h.tmpdir()
+    local envs = {
+      nvd = { gpu_stack = { nvidia_driver = '550.54.15', cuda_runtime = '12.4', nccl = '2.21.5' },
+        python = { python = '3.10.12', torch = '2.5.1' },
+        framework = { name = 'megatron', commit = 'fedcba9876543210fedcba9876543210fedcba98' },
+        container = { image = 'nvcr.io/nvidia/pytorch:24.10-py3' } },
+      amd = { gpu_stack = { amdgpu_driver = '6.8.5', hip_runtime = '6.2.41134', rccl = '2.20.5' },
+        python = { python = '3.10.14', torch = '2.5.0' } },
+    }
+    for _, p in ipairs({ 'amd', 'nvd' }) do
+      os.execute('mkdir -p ' .. h.shquote(dir .. '/' .. p))
+      for i = 1, 3 do
+        local name = string.format('%s/%s-r%d.json', p, p == 'amd' and 'primus' or 'megatron', i)
+        local doc = assert(json.load_file(h.fixture('results/fair/' .. name)))
+        doc.environment = envs[p]
+        h.write(dir .. '/' .. name, assert(json.encode(doc)))
+      end
+    end
+    local out = h.tmpdir()
+    local r = h.run({ 'report', dir, '--out', out, '--no-plots' })
+    assert.are.equal(0, r.code, r.stderr)
+    local md = h.read(out .. '/report.md')
+    for _, line in ipairs({ '## Software stack', '|  | nvd | amd |',
+      '| GPU driver | NVIDIA 550.54.15 | amdgpu 6.8.5 |',
+      '| CUDA / ROCm runtime | CUDA 12.4 | HIP 6.2.41134 |',
+      '| NCCL / RCCL | NCCL 2.21.5 | RCCL 2.20.5 |',
+      '| torch | 2.5.1 | 2.5.0 |', '| framework | megatron fedcba987654 | - |',
+      '| container image | nvcr.io/nvidia/pytorch:24.10-py3 | - |' }) do
+      assert.truthy(md:find(line, 1, true), line .. '\n' .. md)
+    end
+    local html = h.read(out .. '/report.html')
+    assert.truthy(html:find('<section id="stack"><h2>Software stack</h2>', 1, true))
+    assert.truthy(html:find('<td>framework</td>\n<td>megatron fedcba987654</td>\n<td>-</td>', 1,
+      true))
+    -- Old records: the section says so and shows '-'.
+    local old = h.run({ 'report', h.fixture('results/fair'), '--out', out, '--no-plots' })
+    assert.are.equal(0, old.code, old.stderr)
+    md = h.read(out .. '/report.md')
+    assert.truthy(md:find('The records carry no environment', 1, true))
+    assert.truthy(md:find('| GPU driver | - | - |', 1, true))
+  end)
+end)

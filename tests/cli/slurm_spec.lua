@@ -14,12 +14,7 @@ local function missing()
   if not ok then
     return why
   end
-  local r = proc.run({ '/usr/bin/python3', '-c', 'import torch' }, { timeout = 120 })
-  if not r or r.code ~= 0 then
-    return 'PyTorch is not installed for /usr/bin/python3 (scripts/install-deps installs '
-      .. 'python3-torch)'
-  end
-  return nil
+  return h.torch_missing()
 end
 
 local function events(dir)
@@ -156,6 +151,10 @@ return tp.experiment({ name = 'slurm recipe', model = 'ref-tiny',
     assert.are.equal(0, r.code, r.stdout .. r.stderr)
     assert.truthy(r.stdout:find('run: platform nvd (submitted through Slurm): 2 run(s)', 1, true),
       r.stdout)
+    -- The preflight asked the cluster (sinfo) for the partition before submitting.
+    assert.truthy(r.stdout:find("info    slurm     partition 'debug': 2 node(s), up to 0 GPU(s) "
+      .. 'per node', 1, true), r.stdout)
+    assert.truthy(r.stdout:find('preflight: passed', 1, true), r.stdout)
     local jobs = events_of(dir, 'slurm_job')
     assert.are.equal(2, #jobs)
     assert.are_not.equal(jobs[1].job_id, jobs[2].job_id)
@@ -166,6 +165,34 @@ return tp.experiment({ name = 'slurm recipe', model = 'ref-tiny',
       assert.are.equal('completed', rec.status)
       assert.are.equal('COMPLETED', rec.slurm.state)
     end
+  end)
+
+  it('preflight names a missing partition and one without the GPUs requested', function()
+    local dir = h.tmpdir()
+    local function recipe(slurm, nodes)
+      local path = dir .. '/pf.lua'
+      h.write(path, string.format([[
+local tp = require('tp')
+local config = tp.frameworks.get('reference').smoke_config(2, %d)
+return tp.experiment({ name = 'slurm preflight', model = 'ref-tiny',
+  platforms = { nvd = { framework = 'reference' } }, training = config.training,
+  nodes = %d, gpus_per_node = 2, launcher = 'slurm', slurm = %s, results = %q })
+]], nodes or 2, nodes or 2, slurm, dir .. '/out'))
+      return path
+    end
+    local r = tplua({ 'preflight', recipe("{ partition = 'gpu-h100', gpus = false }") })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stdout:find("error   slurm     partition 'gpu-h100' does not exist (the "
+      .. 'cluster has: debug)', 1, true), r.stdout)
+    -- GPUs requested (--gpus-per-node) from nodes without GPU GRES.
+    r = tplua({ 'preflight', recipe('{}') })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stdout:find("error   slurm     partition 'debug' offers 0 GPU(s) per node "
+      .. '(GRES); the runs request 2', 1, true), r.stdout)
+    r = tplua({ 'preflight', recipe('{ gpus = false }', 3) })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stdout:find("error   slurm     partition 'debug' has 2 node(s); the runs "
+      .. 'need 3', 1, true), r.stdout)
   end)
 
   it('records a failing job as failed, with the job state and the trainer error', function()

@@ -1,6 +1,8 @@
 // Test double of NVML (libnvidia-ml.so.1): FAKE_COUNT devices of FAKE_MODEL. Telemetry is
 // synthetic and exact: device i draws (400 + 10 i) W constantly, so its energy counter (mJ) is
 // that power times CLOCK_MONOTONIC; FAKE_NO_ENERGY makes the counter unsupported.
+// FAKE_BUSY_DEVICE=k puts a compute process (pid 4242, 30 GiB) on device k; the others have
+// none. ECC is on, persistence mode on, the applications clock 1980 MHz.
 #include "fake_gpus.h"
 
 typedef struct FakeDev {
@@ -128,6 +130,11 @@ FAKE_API(int, nvmlDeviceGetMemoryInfo, (void *h, unsigned long long *m)) {
   }
   m[0] = fake_model()->memory;
   m[2] = (1ULL << 30) * (unsigned long long)(idx(h) + 1);
+#ifdef FAKE_BUSY_DEVICE
+  if (idx(h) == FAKE_BUSY_DEVICE) {
+    m[2] += 30ULL << 30;
+  }
+#endif
   m[1] = m[0] - m[2];
   return 0;
 }
@@ -211,5 +218,57 @@ FAKE_API(int, nvmlDeviceGetTemperatureV, (void *h, void *t)) {
     return 25;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
   }
   tv->temperature = 40 + idx(h);
+  return 0;
+}
+
+FAKE_API(int, nvmlDeviceGetApplicationsClock, (void *h, int type, unsigned *mhz)) {
+  int rc = check(h);
+  if (!rc) {
+    *mhz = (unsigned)(type == 1 ? fake_model()->clock_khz : fake_model()->mem_clock_khz) / 1000u;
+  }
+  return rc;
+}
+
+FAKE_API(int, nvmlDeviceGetEccMode, (void *h, int *current, int *pending)) {
+  int rc = check(h);
+  if (!rc) {
+    *current = *pending = 1;
+  }
+  return rc;
+}
+
+FAKE_API(int, nvmlDeviceGetPersistenceMode, (void *h, int *mode)) {
+  int rc = check(h);
+  if (!rc) {
+    *mode = 1;
+  }
+  return rc;
+}
+
+// nvmlProcessInfo_t of nvml.h: pid, usedGpuMemory, gpuInstanceId, computeInstanceId.
+FAKE_API(int, nvmlDeviceGetComputeRunningProcesses_v3, (void *h, unsigned *count, void *infos)) {
+  int rc = check(h);
+  if (rc) {
+    return rc;
+  }
+  struct {
+    unsigned pid;
+    unsigned long long used;
+    unsigned gi, ci;
+  } *p = infos;
+  unsigned n = 0;
+#ifdef FAKE_BUSY_DEVICE
+  n = idx(h) == FAKE_BUSY_DEVICE;
+#endif
+  if (*count < n) {
+    *count = n;
+    return 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+  }
+  *count = n;
+  if (n == 1) {
+    p[0].pid = 4242;
+    p[0].used = 30ULL << 30;
+    p[0].gi = p[0].ci = 0xffffffffu;
+  }
   return 0;
 }

@@ -2,7 +2,8 @@
 // ROCm >= 6.0 (rsmi_dev_power_get, rsmi_frequencies_t with has_deep_sleep); otherwise the 5.x
 // calls. Device i draws (600 + i) W; its energy counter counts 15.3 uJ steps of that power over
 // CLOCK_MONOTONIC. FAKE_NO_ENERGY makes the counter unsupported; the old variant has no junction
-// temperature (edge only).
+// temperature (edge only). FAKE_BUSY_DEVICE=k puts a compute process (pid 4343, 40 GiB) on
+// device k. ECC is on.
 #include "fake_gpus.h"
 
 enum { RSMI_STATUS_SUCCESS = 0, RSMI_STATUS_INVALID_ARGS = 1, RSMI_STATUS_NOT_SUPPORTED = 2 };
@@ -196,4 +197,52 @@ FAKE_API(int, rsmi_dev_temp_metric_get, (uint32_t dv, uint32_t sensor, int metri
 #endif
   *t = (sensor == 1 ? 70000 : 50000) + 1000 * (int64_t)dv;
   return 0;
+}
+
+FAKE_API(int, rsmi_dev_ecc_enabled_get, (uint32_t dv, uint64_t *mask)) {
+  int rc = check(dv);
+  if (!rc) {
+    *mask = 0x3fffull;
+  }
+  return rc;
+}
+
+// rsmi_process_info_t of rocm_smi.h: process_id, pasid, vram_usage, sdma_usage, cu_occupancy.
+typedef struct {
+  uint32_t process_id, pasid;
+  uint64_t vram_usage, sdma_usage;
+  uint32_t cu_occupancy;
+} fake_process_t;
+
+FAKE_API(int, rsmi_compute_process_info_get, (fake_process_t * procs, uint32_t *num)) {
+  uint32_t n = 0;
+#ifdef FAKE_BUSY_DEVICE
+  n = 1;
+#endif
+  if (procs == NULL || *num < n) {
+    *num = n;
+    return procs == NULL ? 0 : 0x10;  // RSMI_STATUS_INSUFFICIENT_SIZE
+  }
+  *num = n;
+  if (n == 1) {
+    memset(procs, 0, sizeof *procs);
+    procs[0].process_id = 4343;
+    procs[0].vram_usage = 40ull << 30;
+  }
+  return 0;
+}
+
+FAKE_API(int, rsmi_compute_process_gpus_get, (uint32_t pid, uint32_t *idx, uint32_t *num)) {
+#ifdef FAKE_BUSY_DEVICE
+  if (pid == 4343 && *num >= 1) {
+    idx[0] = FAKE_BUSY_DEVICE;
+    *num = 1;
+    return 0;
+  }
+#else
+  (void)idx;
+  (void)num;
+#endif
+  (void)pid;
+  return 1;  // RSMI_STATUS_INVALID_ARGS: no such process
 }

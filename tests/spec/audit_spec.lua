@@ -281,6 +281,22 @@ describe('tp.audit.compare environments', function()
     assert.is_false(r.valid)
   end)
 
+  it("fails when a GPU's power limit differs between repeats", function()
+    local dir = h.tmpdir()
+    local function capped(w)
+      local e = env('550.54', '2.5.1', 'abc')
+      e.gpu_state = { { name = 'NVIDIA H100 80GB HBM3', power_limit_w = w, ecc = true,
+        devices = { 1, 2, 3, 4, 5, 6, 7, 8 } } }
+      return e
+    end
+    write_record(dir, 'a-r1', { platform = 'nvd', environment = capped(700) })
+    write_record(dir, 'a-r2', { platform = 'nvd', environment = capped(500) })
+    local r = audit.compare(assert(results.load(dir)), { convergence = false })
+    local rep = one(r.findings, 'environment_repeats')
+    assert.truthy(rep.message:find('nvd: gpu_state.1.power_limit_w differs between repeats of '
+      .. 'one configuration: 500 (a-r2) vs 700 (a-r1)', 1, true), rep.message)
+  end)
+
   it('loads records without an environment as before', function()
     local r = audit.compare(load('fair'))
     assert.are.equal(0, #select(r.findings, 'environment'))

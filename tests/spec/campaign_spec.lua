@@ -182,7 +182,7 @@ describe('tp.campaign execution', function()
     for i = 1, 3 do
       local id = 'r' .. i
       local rec = load(dir .. '/' .. id .. '.json')
-      assert.are.equal('tplua.run/1', rec.schema)
+      assert.are.equal('tplua.run/2', rec.schema)
       assert.are.equal(id, rec.run_id)
       assert.are.equal('completed', rec.status)
       assert.are.equal('spec', rec.experiment)

@@ -377,6 +377,38 @@ describe('analysis of recorded runs', function()
     assert.is_true(math.abs(nvd.mfu_mean - 0.41) < 0.01)
   end)
 
+  it('summarises MFU and energy per token as tp.compare does, measured energy first', function()
+    local found = experiment.load_results(RECORDED)
+    local s = experiment.summarize(found.records, { model = 'llama3.1-8b' })
+    local set = assert(require('tp.results').load(RECORDED))
+    local cmp = assert(require('tp.compare').compare(set, { metrics = { 'mfu',
+      'energy_per_token' }, n_boot = 10 }))
+    for _, m in ipairs(cmp.metrics) do
+      for _, g in ipairs(m.groups) do
+        local mine = s.platforms[g.value][m.name == 'mfu' and 'mfu_mean' or 'energy_mean']
+        assert.is_true(math.abs(mine - g.mean) < 1e-12 * g.mean, m.name .. ' ' .. g.value)
+      end
+    end
+    assert.are.equal(cmp.basis.energy.amd, s.platforms.amd.energy_basis)
+    assert.is_truthy(s.platforms.amd.energy_basis:find('estimated: 8 GPUs x mi300x', 1, true))
+    -- A measured figure wins over the TDP estimate and is labelled so.
+    for i, rec in ipairs(found.records) do
+      if rec._platform == 'amd' then
+        rec.energy_metrics = { joules_per_token = 0.05 + i / 1000 }
+      end
+    end
+    local m = experiment.summarize(found.records, { model = 'llama3.1-8b' })
+    assert.are.equal('measured', m.platforms.amd.energy_basis)
+    assert.is_true(m.platforms.amd.energy_mean > 0.05 and m.platforms.amd.energy_mean < 0.06)
+    local text = {}
+    experiment.print_summary(m, { write = function(_, ...)
+      for _, v in ipairs({ ... }) do
+        text[#text + 1] = v
+      end
+    end })
+    assert.is_truthy(table.concat(text):find('J/token', 1, true))
+  end)
+
   it('builds records on the fly for logs without one, and notes broken files #slow', function()
     local dir = h.tmpdir()
     assert(fs.mkdir_p(dir .. '/amd'))
@@ -474,5 +506,150 @@ describe('maximum_performance analysis', function()
     assert.has_error(function()
       e:plan({ iterations = 3 })
     end, "Experiment:plan: unknown option 'iterations'")
+  end)
+end)
+
+describe('profiling (the profile field and --profile)', function()
+  -- A PATH that holds an executable nsys (and nothing else), for the plan's PATH check.
+  local bin = h.tmpdir()
+  h.write(bin .. '/nsys', '#!/bin/sh\nexit 0\n')
+  assert(os.execute('chmod 755 ' .. h.shquote(bin .. '/nsys')))
+
+  local function one(framework, over)
+    local d = def({ results = '/tmp/spec-profile', repeats = 1,
+      platforms = { nvd = { framework = framework, env = { PATH = bin } } } })
+    for k, v in pairs(over or {}) do
+      d[k] = v
+    end
+    return experiment.new(d)
+  end
+
+  local function tail_of(argv, n)
+    return table.move(argv, #argv - n + 1, #argv, 1, {})
+  end
+
+  it('megatron: the PyTorch profiler window inside torchrun, traces in <run>/profile', function()
+    local plan = one('megatron'):plan({ profile = 'torch:5-7' })
+    assert.is_true(plan.ok)
+    local r = plan.runs[1]
+    assert.are.equal('torchrun', r.argv[1])
+    assert.are.same({ '--profile', '--use-pytorch-profiler', '--profile-step-start', '4',
+      '--profile-step-end', '7', '--profile-ranks', '0', '--tensorboard-dir',
+      r.output .. '/profile' }, tail_of(r.argv, 10))
+    assert.are.same({ tool = 'torch', steps = { 5, 7 }, output = r.output .. '/profile',
+      patterns = { r.output .. '/profile/*.pt.trace.json' } }, r.profile)
+    assert.is_truthy(r.notes[#r.notes]:find('profile torch:5-7: traces ', 1, true))
+    -- The campaign's run table carries it to the record.
+    assert.are.same(r.profile, experiment.campaign_runs(plan)[1].profile)
+  end)
+
+  it('primus: the Megatron arguments as primus-cli overrides', function()
+    local plan = one('primus', { platforms = { amd = { framework = 'primus' } } })
+      :plan({ profile = 'torch:3-4' })
+    assert.is_true(plan.ok)
+    local argv = plan.runs[1].argv
+    assert.are.equal('bash', argv[1])
+    assert.is_true(has_arg(argv, '--use_pytorch_profiler', 'True'))
+    assert.is_true(has_arg(argv, '--profile_step_start', '2'))
+    assert.is_true(has_arg(argv, '--tensorboard_dir', plan.runs[1].output .. '/profile'))
+  end)
+
+  it('torchtitan: its profiling section, from the recipe field', function()
+    local plan = one('torchtitan', { profile = { tool = 'torch', steps = { 10, 12 } } }):plan({})
+    assert.is_true(plan.ok, plan.findings[1] and plan.findings[1].message)
+    local argv = plan.runs[1].argv
+    assert.is_true(has_arg(argv, '--profiling.enable_profiling'))
+    assert.is_true(has_arg(argv, '--profiling.profile_freq', '12'))
+    assert.is_true(has_arg(argv, '--profiling.profiler_active', '3'))
+  end)
+
+  it('nemo: nsys wraps each process, torchrun runs it with --no-python', function()
+    local plan = one('nemo'):plan({ profile = 'nsys' })
+    assert.is_true(plan.ok, plan.findings[1] and plan.findings[1].message)
+    local r = plan.runs[1]
+    assert.is_true(has_arg(r.argv, '--no-python'))
+    assert.is_true(has_arg(r.argv, 'nsys', 'profile'))
+    assert.is_true(has_arg(r.argv, '-o', r.output .. '/profile/nsys_rank%q{RANK}'))
+    assert.are.same({ r.output .. '/profile/nsys_rank<RANK>.nsys-rep' }, r.profile.patterns)
+    -- The preflight checks the trainer's own command, not the profiler around it.
+    assert.are_not.equal('nsys', r.process.argv[1])
+  end)
+
+  it('reference: the trainer profiles every rank; nsys brackets the steps', function()
+    local d = { model = 'ref-tiny', gpus_per_node = 2, parallelism = { tp = 1, pp = 1, dp = 2 },
+      training = { seed = 1, mbs = 2, gbs = 4, seq_len = 32, iters = 8, lr = 1e-3,
+        dataset = 'mock' } }
+    local plan = one('reference', d):plan({ profile = 'torch:2-3' })
+    assert.is_true(plan.ok, plan.findings[1] and plan.findings[1].message)
+    local r = plan.runs[1]
+    assert.are.same({ '--profile', '--use-pytorch-profiler', '--profile-step-start', '1',
+      '--profile-step-end', '3', '--profile-dir', r.output .. '/profile' }, tail_of(r.argv, 8))
+    assert.are.same({ r.output .. '/profile/rank<RANK>_trace.json' }, r.profile.patterns)
+    local n = one('reference', d):plan({ profile = 'nsys:2-3' }).runs[1]
+    assert.is_true(has_arg(n.argv, '--capture-range=cudaProfilerApi'))
+    assert.are.same({ '--profile', '--profile-step-start', '1', '--profile-step-end', '3' },
+      tail_of(n.argv, 5))
+  end)
+
+  it('takes the flag over the platform field, the platform field over the recipe', function()
+    local e = one('megatron', { profile = { tool = 'torch', steps = { 2, 3 } },
+      platforms = { nvd = { framework = 'megatron', env = { PATH = bin },
+        profile = { tool = 'nsys' } } } })
+    assert.are.equal('nsys', e:plan({}).runs[1].profile.tool)
+    assert.are.same({ 8, 9 }, e:plan({ profile = 'torch:8-9' }).runs[1].profile.steps)
+    assert.is_nil(e:plan({ profile = 'none' }).runs[1].profile)
+    local off = one('megatron', { profile = { tool = 'torch', steps = { 2, 3 } },
+      platforms = { nvd = { framework = 'megatron', profile = false } } })
+    assert.is_nil(off:plan({}).runs[1].profile)
+  end)
+
+  it('makes what a framework cannot do a plan error naming the platform', function()
+    local plan = one('nemo'):plan({ profile = 'torch:1-2' })
+    assert.is_false(plan.ok)
+    assert.are.equal('nvd: profile: nemo: the pre-training recipe has no PyTorch-profiler '
+      .. 'setting', finding(plan, 'error', 'nemo').message)
+    assert.are.equal('profile', finding(plan, 'error', 'nemo').key)
+    assert.are.equal('nvd', finding(plan, 'error', 'nemo').platform)
+    assert.are.equal(0, #plan.runs)
+    plan = one('megatron'):plan({ profile = 'torch' })
+    assert.is_truthy(finding(plan, 'error', 'nvd: profile: megatron: the PyTorch profiler '
+      .. 'needs steps'))
+  end)
+
+  it('needs the system profiler in PATH (a warning when the runs start elsewhere)', function()
+    local e = experiment.new(def({ results = '/tmp/spec-profile', repeats = 1,
+      platforms = { nvd = { framework = 'megatron', env = { PATH = '/nonexistent' } } } }))
+    local plan = e:plan({ profile = 'nsys' })
+    assert.is_false(plan.ok)
+    assert.is_truthy(finding(plan, 'error', 'nvd: profile: nsys: not found in PATH '
+      .. '(/nonexistent)'))
+    plan = e:plan({ profile = 'nsys', launcher = 'container' })
+    assert.is_truthy(finding(plan, 'warning', 'not found in PATH (/nonexistent) here; it must '
+      .. 'be there in the image'))
+    plan = one('megatron'):plan({ profile = 'torch:499-510' })
+    assert.is_true(plan.ok)
+    assert.is_truthy(finding(plan, 'warning', 'nvd: profile: steps 499-510 end after the last '
+      .. 'iteration (500)'))
+  end)
+
+  it('refuses a malformed field at creation and a malformed flag as a usage error', function()
+    raises(def({ profile = { tool = 'perf' } }),
+      "experiment 'spec-llama': profile: tool: one of torch, nsys, rocprofv3 expected, got 'perf'")
+    raises(def({ profile = { tool = 'torch', steps = { 3, 2 } } }),
+      'profile: steps: { first, last } with 1 <= first <= last expected')
+    raises(def({ platforms = { nvd = { framework = 'megatron', profile = 'torch' } } }),
+      'platforms.nvd.profile: { tool = ..., steps = { first, last } } or false expected')
+    local e = experiment.new(def())
+    local o, err = e:parse_args({ '--profile', 'perf:1-2' })
+    assert.is_nil(o)
+    assert.are.equal("option '--profile': unknown tool 'perf' (torch, nsys, rocprofv3, or none)",
+      err)
+    o, err = e:parse_args({ '--profile', 'torch:7-5' })
+    assert.is_nil(o)
+    assert.are.equal("option '--profile': 'torch:7-5': steps must be FIRST-LAST with 1 <= FIRST "
+      .. '<= LAST (e.g. torch:5-7)', err)
+    assert.is_truthy(e:usage():find('--profile S', 1, true))
+    -- Experiment:plan called directly: the same as a plan error.
+    assert.is_truthy(finding(e:plan({ profile = 'torch:x' }), 'error', "--profile: 'torch:x'"))
   end)
 end)

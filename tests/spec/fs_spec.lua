@@ -57,6 +57,27 @@ describe('tp.fs', function()
     assert.truthy(err:find('z.json', 1, true))
   end)
 
+  it('tells the free space of a file system, and removes trees without following links',
+    function()
+      local top = h.tmpdir()
+      local sp = assert(fs.space(top))
+      assert.is_true(sp.available > 0 and sp.total >= sp.available)
+      local none, err, code = fs.space(top .. '/missing')
+      assert.is_nil(none)
+      assert.are.equal('ENOENT', code)
+      assert.truthy(err:find(top .. '/missing', 1, true))
+      local keep = h.tmpdir()
+      h.write(keep .. '/precious', 'x')
+      assert(fs.mkdir_p(top .. '/t/a/b'))
+      h.write(top .. '/t/a/b/f', 'y')
+      h.write(top .. '/t/g', 'z')
+      assert(require('tp.proc').run({ 'ln', '-s', keep, top .. '/t/a/link' }))
+      assert.is_true(fs.remove_tree(top .. '/t'))
+      assert.is_false(fs.exists(top .. '/t'))
+      assert.are.equal('x', h.read(keep .. '/precious'))
+      assert.is_true(fs.remove_tree(top .. '/t'))  -- already gone: nothing to do
+    end)
+
   it('appends journal lines and refuses embedded newlines', function()
     local j = dir .. '/journal.jsonl'
     assert.is_true(fs.append_line(j, '{"event":"planned"}'))

@@ -88,6 +88,39 @@ describe('tp.gpu.probe', function()
     assert.truthy(p.backends.hip.output:find('fake hip: runtime starting', 1, true))
   end)
 
+  it("reads each device's state: memory in use, clocks, ECC, persistence, processes",
+    function()
+      local p = probe('h100busy')
+      assert.are.equal(8, #p.devices)
+      for i, d in ipairs(p.devices) do
+        assert.are.equal(1755, d.clock_now_mhz)
+        assert.are.equal(1980, d.app_clock_mhz)
+        assert.is_true(d.ecc)
+        assert.is_true(d.persistence)
+        local busy = i == 2  -- the fake's device 1
+        assert.are.equal(busy and 1 or 0, d.process_count)
+        assert.are.equal(busy and 1 or 0, #d.processes)
+        assert.are.equal((i + (busy and 30 or 0)) * 2 ^ 30, d.memory_used_bytes)
+      end
+      assert.are.same({ { pid = 4242, memory = 30 * 2 ^ 30 } }, p.devices[2].processes)
+      -- ROCm SMI lists processes for the machine; each names its devices.
+      local a = probe('mi300xbusy')
+      for i, d in ipairs(a.devices) do
+        assert.are.equal('rsmi', d.management.api)
+        assert.is_true(d.ecc)
+        assert.is_nil(d.persistence)
+        assert.are.equal(i == 4 and 1 or 0, d.process_count)
+        assert.are.equal(i * 2 * 2 ^ 30, d.memory_used_bytes)
+      end
+      assert.are.same({ { pid = 4343, memory = 40 * 2 ^ 30 } }, a.devices[4].processes)
+      -- Without a management library (a CUDA runtime alone) the state is unknown, not idle.
+      for _, d in ipairs(probe('errmid').devices) do
+        assert.is_nil(d.process_count)
+        assert.is_nil(d.memory_used_bytes)
+        assert.is_nil(d.ecc)
+      end
+    end)
+
   it('lists both vendors of a mixed box, NVIDIA through the driver API', function()
     local p = probe('mixed')
     assert.are.equal(6, #p.devices)

@@ -437,6 +437,24 @@ describe('tp.results misuse', function()
       s:table({ 42 })
     end, 'ResultSet:table: column 1 must be a key or {key=, title=, format=}')
   end)
+
+  it('raises on a column no run has, naming it and the known ones', function()
+    local s = assert(results.load(ROOT .. '/fair'))
+    local ok, err = pcall(s.table, s, { 'id', 'tokens' })
+    assert.is_false(ok)
+    assert.is_truthy(err:find("ResultSet:table: unknown column 'tokens': no run has it; did you "
+      .. 'mean tokens_per_s, tokens_per_s_per_gpu?', 1, true), err)
+    assert.is_truthy(err:find('known: id, path, kind, platform,', 1, true), err)
+    assert.is_truthy(err:find('dotted path into training_config, performance_metrics', 1, true))
+    ok, err = pcall(s.to_csv, s, { 'id', 'training_config.sed' })
+    assert.is_false(ok)
+    assert.is_truthy(err:find("ResultSet:to_csv: unknown column 'training_config.sed'", 1, true))
+    -- Known fields print even when blank, and dotted paths some run has print their values.
+    assert.is_truthy(s:table({ 'id', 'energy_metrics', 'training_config.seed' }):find('42', 1,
+      true))
+    local empty = s:where({ platform = 'tpu' })
+    assert.is_truthy(empty:table({ 'id', 'gpu_info.hardware' }):find('gpu_info.hardware', 1, true))
+  end)
 end)
 
 describe('the result fixtures', function()

@@ -10,6 +10,8 @@ megatron/training/training.py (training_log) and arguments.py (_print_args).
 Ranks come from the environment, whoever starts them: torchrun (RANK, LOCAL_RANK, WORLD_SIZE),
 srun (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS) or `tplua ranks`; MASTER_ADDR and MASTER_PORT
 name the rendezvous. Backend: nccl on GPUs, gloo on CPU. Global rank 0 prints the log.
+With --profile it traces a window of steps, as Megatron does: torch.profiler, one Chrome trace per
+rank (--use-pytorch-profiler), or between cudaProfilerStart and cudaProfilerStop for nsys.
 Exit status: 0 done, 1 a failure (the reason on stderr), 2 bad arguments.
 """
 
@@ -80,6 +82,15 @@ def parse_args(argv):
     a("--inject-nan-at", type=int, default=0, help="make the loss NaN from this iteration on")
     a("--fail-at", type=int, default=0, help="exit 1 with an error at this iteration (rank 0)")
     a("--sleep-ms", type=float, default=0.0, help="extra time per iteration (slow runs in tests)")
+    # Profiling (Megatron's _add_training_args names and meaning: the steps after
+    # --profile-step-start completed iterations, up to iteration --profile-step-end).
+    a("--profile", action="store_true", help="profile the steps of the range below")
+    a("--use-pytorch-profiler", action="store_true",
+      help="torch.profiler, a Chrome trace per rank; else cudaProfilerStart/Stop (for nsys)")
+    a("--profile-step-start", type=int, default=10)
+    a("--profile-step-end", type=int, default=12)
+    a("--profile-ranks", type=int, nargs="+", default=None, help="the ranks that profile (all)")
+    a("--profile-dir", default="profile", help="where rank<r>_trace.json are written")
     args = p.parse_args(argv)
     if args.tensor_model_parallel_size != 1 or args.pipeline_model_parallel_size != 1:
         p.error("only tensor and pipeline parallel size 1 are supported (data parallel only)")
@@ -97,6 +108,8 @@ def parse_args(argv):
         p.error("--num-attention-heads must be a multiple of --num-query-groups")
     if args.seq_length > args.max_position_embeddings:
         p.error("--seq-length exceeds --max-position-embeddings")
+    if args.profile and not 0 <= args.profile_step_start < args.profile_step_end:
+        p.error("--profile-step-end must be greater than --profile-step-start (at least 0)")
     for name in ("num_layers", "hidden_size", "seq_length", "micro_batch_size", "train_iters",
                  "log_interval", "padded_vocab_size"):
         if getattr(args, name) < 1:
@@ -268,6 +281,51 @@ class Synthetic:
         return torch.stack([self.sample(first + j) for j in range(count)])
 
 
+class Profiler:
+    """Megatron's profiling window: from the step after --profile-step-start completed
+    iterations to the end of iteration --profile-step-end, with torch.profiler (one Chrome trace
+    per rank, <--profile-dir>/rank<r>_trace.json) or between cudaProfilerStart and
+    cudaProfilerStop, which nsys --capture-range=cudaProfilerApi records."""
+
+    def __init__(self, a, rank, device):
+        self.on = a.profile and (a.profile_ranks is None or rank in a.profile_ranks)
+        self.torch = a.use_pytorch_profiler
+        self.first, self.last = a.profile_step_start + 1, a.profile_step_end
+        self.path = os.path.join(a.profile_dir, "rank%d_trace.json" % rank)
+        self.device, self.rank, self.prof = device, rank, None
+        if self.on and not self.torch and device.type != "cuda":
+            say(rank, "WARNING: reftrain: --profile without --use-pytorch-profiler marks the "
+                "steps for nsys (cudaProfilerStart/Stop): nothing is traced on CPU")
+
+    def begin(self, it):
+        if not self.on or it != self.first:
+            return
+        if not self.torch:
+            if self.device.type == "cuda":
+                torch.cuda.profiler.start()
+            self.prof = "cuda"
+            return
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if self.device.type == "cuda":
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        self.prof = torch.profiler.profile(activities=acts, record_shapes=True)
+        self.prof.start()
+
+    def end(self, it, last=False):
+        if self.prof is None or (it != self.last and not last):
+            return
+        if self.prof == "cuda":
+            if self.device.type == "cuda":
+                torch.cuda.profiler.stop()
+        else:
+            self.prof.stop()
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            self.prof.export_chrome_trace(self.path)
+            say(self.rank, "> profiler: steps %d-%d traced, rank 0 trace %s"
+                % (self.first, it, self.path))
+        self.prof = None
+
+
 def lr_at(a, it):
     """Megatron's OptimizerParamScheduler.get_lr for linear warm-up then the decay style."""
     if a.lr_warmup_iters > 0 and it <= a.lr_warmup_iters:
@@ -376,12 +434,14 @@ def main(argv):
     say(rank, "[after dataloaders are built] datetime: %s" % stamp())
     say(rank, "[before the start of training step] datetime: %s" % stamp())
 
+    profiler = Profiler(a, rank, device)
     acc_time, acc_loss, acc_n, nan_iters = 0.0, 0.0, 0, 0
     for it in range(1, a.train_iters + 1):
         if a.fail_at and it == a.fail_at:
             sys.stderr.write("reftrain: rank %d: failing at iteration %d as asked (--fail-at)\n"
                              % (rank, it))
             return 1
+        profiler.begin(it)
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -454,6 +514,8 @@ def main(argv):
                          torch.cuda.memory_reserved() / mb,
                          torch.cuda.max_memory_reserved() / mb), flush=True)
             acc_time, acc_loss, acc_n, nan_iters = 0.0, 0.0, 0, 0
+        profiler.end(it)
+    profiler.end(a.train_iters, last=True)
     say(rank, "[after training is done] datetime: %s" % stamp())
     if world > 1:
         dist.barrier()

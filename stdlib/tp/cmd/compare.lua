@@ -7,14 +7,16 @@ local M = {}
 M.summary = 'audit and compare runs across platforms or frameworks (ratios with CIs)'
 
 M.usage = [[
-usage: tplua compare DIR|FILE... [--by KEY] [--baseline VALUE] [--json]
+usage: tplua compare DIR|FILE... [--by KEY] [--baseline VALUE] [--json] [--csv FILE|-]
                      [--metrics LIST] [--methodology NAME] [--price GROUP=USD]...
                      [--hardware GROUP=ID]... [--tokens N] [--convention C]
                      [--seed N] [--n-boot N] [--no-recursive] [--index]
 
-Loads every run record (tplua.run/1) and tprimat-era result file (train_*.json,
+Loads every run record (tplua.run/2) and tprimat-era result file (train_*.json,
 benchmark_*.json) found in the DIRs (recursively) or named as FILEs, then prints:
   - the runs, and the files that could not be loaded (each with its reason);
+  - each group's software stack side by side (GPU driver, CUDA/ROCm runtime, NCCL/RCCL,
+    Python, torch, framework commit, container image; '-' where the records do not say);
   - the fairness audit: intended vs effective configuration of each run (read back from
     the framework's argument dump), every key that differs between runs under the
     methodology's rules, mock or random data, GPU count, unfinished runs;
@@ -29,13 +31,19 @@ options:
   --baseline VALUE     the group ratios are taken against (default nvd when grouping by
                        platform, else the first group)
   --json               print one JSON document with everything instead of text
+  --csv FILE|-         also write the comparison as CSV to FILE (replaced atomically), one
+                       row per group: runs, tokens/s, tokens/s/GPU, MFU, J/token and its
+                       basis, ... each with n, mean, sd, CV, min, max, CI, ratio, p; '-'
+                       prints the CSV instead of the text
   --metrics LIST       comma-separated: tokens_per_s_per_gpu, tokens_per_s, step_time,
                        mfu, tflops_per_gpu, memory, memory_device, energy_per_token,
                        cost_per_1t_tokens, time_to_train
   --methodology NAME   audit under this methodology instead of the records' own
   --price GROUP=USD    price per GPU-hour for a group or hardware id (an assumption;
                        repeatable), e.g. --price amd=2.10 --price h100-sxm=2.99
-  --hardware GROUP=ID  catalog id of a group's GPU when its name is not recognised
+  --hardware GROUP=ID  catalog id of a group's GPU when its name is not recognised (records
+                       naming no GPU: the platform's usual one, amd mi300x, nvd h100-sxm,
+                       said in the basis and the warnings)
   --tokens N           tokens for "time to train" and the cost basis (default 1e12)
   --convention C       FLOPs convention for MFU: megatron (default), palm, 6n
   --seed N             bootstrap seed (default 42)
@@ -50,7 +58,7 @@ still printed), 1 when no run could be loaded, 2 on a usage error.
 ]]
 
 local SPEC = {
-  by = 'string', baseline = 'string', json = 'boolean', metrics = 'string',
+  by = 'string', baseline = 'string', json = 'boolean', csv = 'string', metrics = 'string',
   methodology = 'string', price = 'list', hardware = 'list', tokens = 'number',
   convention = 'string', seed = 'integer', n_boot = 'integer', no_recursive = 'boolean',
   index = 'boolean', help = 'boolean',
@@ -130,6 +138,12 @@ function M.run(args)
   if #inputs == 0 then
     return usage_error('no DIR or FILE given')
   end
+  if opts.csv == '' then
+    return usage_error("option '--csv' needs a FILE (or - for standard output)")
+  end
+  if opts.csv == '-' and opts.json then
+    return usage_error("'--csv -' and '--json' both print to standard output: choose one")
+  end
   local prices, err = pairs_option(opts.price, 'price', true)
   if not prices then
     return usage_error(err)
@@ -202,6 +216,24 @@ function M.run(args)
     return usage_error(cerr)
   end
   local status = audit.valid and 0 or 3
+  local order = {}
+  for i, gr in ipairs(cmp.groups) do
+    order[i] = gr.value
+  end
+  local stack = require('tp.stack').table(set, { by = by, order = order })
+
+  if opts.csv then
+    local csv = require('tp.compare_csv')
+    local ok, werr = csv.write(opts.csv, csv.format(set, cmp))
+    if not ok then
+      io.stderr:write(string.format('tplua compare: cannot write the CSV: %s\n', werr))
+      return 1
+    end
+    if opts.csv == '-' then
+      return status
+    end
+    io.stderr:write(string.format('tplua compare: wrote %s\n', opts.csv))
+  end
 
   if opts.json then
     local json = require('tp.json')
@@ -234,6 +266,7 @@ function M.run(args)
       convergence = { findings = json.array(sorted_by_severity(conv.findings)),
         agreement = conv.agreement },
       comparison = cmp,
+      stack = stack,
       valid = audit.valid,
       exit_status = status,
     }
@@ -264,6 +297,8 @@ function M.run(args)
       out:write(string.format('  %s\n', e.message))
     end
   end
+  out:write('\n')
+  out:write(require('tp.stack').format(stack))
   out:write('\n')
   print_findings(out, string.format('audit (%s, %s)', audit.methodology,
     audit.methodology_source), audit.findings)

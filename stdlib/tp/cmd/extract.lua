@@ -15,7 +15,7 @@ usage: tplua extract LOG... [--format F] [--gbs N] [--seq-len N] [--gpus N]
                             [--json OUT | --json-dir DIR] [--quiet]
 
 Parses each LOG (Megatron-LM, Primus, NeMo, torchtitan; detected unless --format is given),
-builds its run record (schema tplua.run/1) and prints a summary: format, records, the
+builds its run record (schema tplua.run/2) and prints a summary: format, records, the
 steady-state window (MSER-5), step-time statistics over it, tokens/s = global batch x sequence
 length / mean step time, tokens/s/GPU, MFU (with --model and --gpu), loss first -> last, and
 the diagnostics.

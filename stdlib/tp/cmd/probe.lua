@@ -95,6 +95,15 @@ local function print_devices(devices)
       else
         io.stdout:write('  ', pad, 'catalog: ', d.catalog_note, '\n')
       end
+      if (d.process_count or 0) > 0 then
+        local list = {}
+        for _, p in ipairs(d.processes or {}) do
+          list[#list + 1] = p.memory and string.format('pid %d (%.1f GiB)', p.pid,
+            p.memory / 2 ^ 30) or string.format('pid %d', p.pid)
+        end
+        io.stdout:write('  ', pad, string.format('in use: %d process(es)%s\n', d.process_count,
+          #list > 0 and (': ' .. table.concat(list, ', ')) or ''))
+      end
       if d.error then
         io.stdout:write('  ', pad, 'errors: ', d.error, '\n')
       end

@@ -3,10 +3,12 @@ local M = {
   summary = 'write a Markdown + HTML report with plots (PNG, SVG) of the results in DIR...',
   usage = [[usage: tplua report DIR... --out DIR [--by KEY] [--baseline VALUE] [--title TEXT]
                     [--methodology NAME] [--hardware GROUP=ID]... [--seed N] [--no-plots]
+                    [--csv FILE|-]
 Loads the run records (and tprimat-era results) under DIR... and writes into --out:
   report.md      the verdict (fair or not, headline ratio with its confidence interval),
                  findings (audit, loss curves, statistics), the comparison table with its
-                 basis, the plots and the runs
+                 basis (MFU and energy per token included), each group's software stack,
+                 the plots and the runs
   report.html    the same, self-contained (inline CSS and SVG plots, no script)
   throughput.{png,svg}  step_time.{png,svg}  loss.{png,svg}  memory.{png,svg}  mfu.{png,svg}
                  drawn by gnuplot (a plot without data is named in the report instead)
@@ -18,9 +20,15 @@ Options:
   --title TEXT         report title (default: the models and the groups)
   --methodology NAME   audit under this methodology instead of the records' own
   --hardware GROUP=ID  the GPU of a group, from the catalog (tp.hardware: h100-sxm, mi300x,
-                       ...), for records that name none (MFU, energy); repeatable
+                       ...), for records that name none (MFU, energy); repeatable; without
+                       it such records are taken to run on the platform's usual GPU (amd
+                       mi300x, nvd h100-sxm), and the report says so
   --seed N             seed of the bootstrap (default 42)
   --no-plots           do not run gnuplot
+  --csv FILE|-         also write the comparison as CSV to FILE (replaced atomically), one row
+                       per group: runs, tokens/s, tokens/s/GPU, MFU, J/token and its basis, ...
+                       each with n, mean, sd, CV, min, max, CI, ratio, p; '-' prints it on
+                       stdout (the summary lines then go to stderr)
 Exit status: 0 written (even when the comparison is not fair: the report says so), 1 nothing
 to report or a file could not be written, 2 usage error.]],
 }
@@ -30,6 +38,7 @@ function M.run(args)
   local opts, dirs = cli.parse(args, {
     help = 'boolean', out = 'string', by = 'string', baseline = 'string', title = 'string',
     methodology = 'string', seed = 'integer', no_plots = 'boolean', hardware = 'list',
+    csv = 'string',
   })
   if not opts then
     return cli.usage_error('report', dirs, M.usage)
@@ -43,6 +52,10 @@ function M.run(args)
   end
   if not opts.out or opts.out == '' then
     return cli.usage_error('report', '--out DIR is required', M.usage)
+  end
+  if opts.csv == '' then
+    return cli.usage_error('report', "option '--csv' needs a FILE (or - for standard output)",
+      M.usage)
   end
   local hw
   for _, spec in ipairs(opts.hardware or {}) do
@@ -91,18 +104,32 @@ function M.run(args)
   for _, w in ipairs(res.warnings) do
     io.stderr:write('tplua report: warning: ', tostring(w), '\n')
   end
+  local out = io.stdout
+  if opts.csv then
+    local csv = require('tp.compare_csv')
+    local ok, cerr = csv.write(opts.csv, csv.format(res.model.set, res.model.compare))
+    if not ok then
+      io.stderr:write('tplua report: cannot write the CSV: ', tostring(cerr), '\n')
+      return 1
+    end
+    if opts.csv == '-' then
+      out = io.stderr
+    else
+      res.files[#res.files + 1] = opts.csv
+    end
+  end
   local v = res.model.verdict
-  io.stdout:write(string.format('%s. %s.\n', v.label, v.summary))
+  out:write(string.format('%s. %s.\n', v.label, v.summary))
   for _, h in ipairs(v.headline) do
-    io.stdout:write(string.format('  %s / %s = %.3fx %s%s\n', tostring(h.group),
+    out:write(string.format('  %s / %s = %.3fx %s%s\n', tostring(h.group),
       tostring(h.baseline), h.ratio, h.label, h.ci and string.format(' (%d%% CI %.3f-%.3f)',
         res.model.level, h.ci.lo, h.ci.hi) or ''))
   end
-  io.stdout:write(string.format('findings: %d errors, %d warnings, %d notes\n', v.counts.error,
+  out:write(string.format('findings: %d errors, %d warnings, %d notes\n', v.counts.error,
     v.counts.warning, v.counts.info))
-  io.stdout:write('wrote:\n')
+  out:write('wrote:\n')
   for _, f in ipairs(res.files) do
-    io.stdout:write('  ', f, '\n')
+    out:write('  ', f, '\n')
   end
   return 0
 end

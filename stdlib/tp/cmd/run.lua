@@ -15,7 +15,7 @@ afterwards ('tplua compare DIR' does).
 
 The recipe's flags apply (see 'tplua RECIPE.lua --help'): --iters N, --repeats N,
 --results DIR, --only PLATFORM, --launcher local|torchrun|ranks|container|slurm, --dry-run,
---no-prune, and its own.
+--no-prune, --profile TOOL[:FIRST-LAST] (torch, nsys, rocprofv3; docs/recipes.md), and its own.
 
   -h, --help  show this help
 

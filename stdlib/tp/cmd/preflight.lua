@@ -1,0 +1,113 @@
+-- tplua preflight: the checks `tplua run` makes before it starts anything (tp.preflight), on
+-- their own: GPUs present and idle, the framework installed and accepting the generated
+-- arguments, data and tokenizer present, room for the output, the Slurm partition.
+local M = {}
+
+M.summary = "check before launch that a recipe's runs can start here (GPUs, framework, data)"
+
+M.usage = [[
+usage: tplua preflight RECIPE.lua [flags] [--json]
+
+Plans RECIPE.lua as 'tplua run' would and checks, without starting a run, what would make the
+runs of this machine's platform fail or measure the wrong thing:
+
+  gpus       the planned number of GPUs of the planned model are here, and idle (no other
+             process on them, from NVML / ROCm SMI)
+  framework  the framework's checkout, entry script and interpreter exist, at a version tplua's
+             adapter generates arguments for
+  arguments  the framework's own argument parser accepts the generated command (Megatron-LM,
+             torchtitan, the reference trainer; run in the run's interpreter, no training)
+  data       dataset files exist and verify; the tokenizer is on local disk (runs are offline)
+  output     the results directory is writable, with room for logs and checkpoints
+  slurm      (--launcher slurm) the partition exists and is up, with the nodes and GPUs per
+             node the runs request
+
+'tplua run' makes these checks itself and starts nothing when one fails; --skip-preflight
+starts anyway, and every record says it was skipped.
+
+The recipe's flags apply (--only, --launcher, --results, --iters, its own...).
+  --json      print the report as JSON instead
+  -h, --help  show this help
+
+exit status: 0 when no check failed (warnings allowed), 1 when one did or the recipe has plan
+errors, 2 on a usage error.
+]]
+
+-- The platform to check: Slurm's (the recipe's), this machine's, or --only's.
+local function choose_platform(plan, opts)
+  local experiment = require('tp.experiment')
+  if plan.launcher == 'slurm' then
+    local p, why = experiment.slurm_platform(plan, opts)
+    return p, why
+  end
+  local p, why, probe = experiment.local_platform()
+  if opts.only then
+    return opts.only, why, probe
+  end
+  if p and plan.platforms[p] then
+    return p, why, probe
+  end
+  if #plan.order == 1 then
+    return plan.order[1], why, probe
+  end
+  return nil, string.format('this machine is %s (%s); choose the platform to check with --only '
+    .. '(the plan has: %s)', tostring(p or 'no GPU platform'), why,
+    table.concat(plan.order, ', '))
+end
+
+function M.run(args)
+  local cli = require('tp.cli')
+  if #args == 0 then
+    return cli.usage_error('preflight', 'no RECIPE given', M.usage)
+  end
+  if args[1] == '--help' or args[1] == '-h' then
+    io.stdout:write(M.usage)
+    return 0
+  end
+  local path = args[1]
+  if path:sub(1, 1) == '-' then
+    return cli.usage_error('preflight', 'the first argument must be the RECIPE file', M.usage)
+  end
+  local experiment = require('tp.experiment')
+  local exp, err = experiment.load(path)
+  if not exp then
+    io.stderr:write(string.format('tplua preflight: %s\n', err))
+    return 1
+  end
+  if require('tp.campaign').is_campaign(exp) then
+    io.stderr:write('tplua preflight: ' .. path .. ' is a campaign file; preflight checks a '
+      .. 'recipe (tp.experiment)\n')
+    return 1
+  end
+  local opts, perr = exp:parse_args(table.move(args, 2, #args, 1, {}))
+  if not opts then
+    return cli.usage_error('preflight', perr, M.usage)
+  end
+  if opts.help then
+    io.stdout:write(M.usage)
+    return 0
+  end
+  local as_json = opts.json
+  opts.json = nil
+  local plan = exp:plan(opts)
+  if not plan.ok then
+    require('tp.plan').print(plan, io.stdout, { brief = true })
+    io.stdout:write('\nthe plan has errors: fix them first (tplua plan ' .. path .. ')\n')
+    return 1
+  end
+  local platform, why, probe = choose_platform(plan, opts)
+  if not platform then
+    io.stderr:write('tplua preflight: ' .. why .. '\n')
+    return 1
+  end
+  local preflight = require('tp.preflight')
+  local report = preflight.check(plan, { platform = platform, probe = probe })
+  if as_json then
+    io.stdout:write(require('tp.json').encode(report, { pretty = true }), '\n')
+  else
+    preflight.print(report, io.stdout)
+  end
+  return report.ok and 0 or 1
+end
+
+return M

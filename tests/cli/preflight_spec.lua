@@ -1,0 +1,288 @@
+-- Checks before launch (tp.preflight) through `tplua preflight RECIPE` and `tplua run`: GPUs in
+-- use by another process (the fake NVML and ROCm SMI list one), a missing framework checkout, a
+-- flag the framework's own parser rejects (a stand-in Megatron-LM parser module in a checkout
+-- made by the test, real argparse), a version older than the adapter's, missing data and
+-- tokenizer, an output directory that cannot be made; --skip-preflight and what the record says.
+local h = require('helper')
+local json = require('tp.json')
+
+local function has(s, text)
+  return s:find(text, 1, true) ~= nil
+end
+
+local function fakes(scenario)
+  return h.fakes_dir .. '/' .. scenario
+end
+
+-- A reference-trainer recipe: 2 ranks on this machine, 4 iterations (a few seconds on CPU).
+local function ref_recipe(dir, extra)
+  local path = dir .. '/ref.lua'
+  h.write(path, string.format([[
+local tp = require('tp')
+return tp.experiment.main({
+  name = 'preflight-ref',
+  model = 'ref-tiny',
+  platforms = { %s = { framework = 'reference', hardware = %q } },
+  gpus_per_node = 2,
+  training = { seed = 1, mbs = 2, gbs = 4, seq_len = 32, iters = 4, lr = 3e-3,
+               dataset = %s, log_interval = 1 },
+  parallelism = { tp = 1, pp = 1, dp = 2 },
+  launcher = 'ranks',
+  results = %q,
+})
+]], extra.platform or 'nvd', extra.hardware or 'h100-sxm', extra.dataset or "'mock'",
+    extra.results or (dir .. '/out')))
+  return path
+end
+
+-- A Megatron-LM checkout of the test's own making: pretrain_gpt.py, a version file, and a
+-- stand-in of megatron/training/arguments.py whose parse_args is a real argparse parser that
+-- knows exactly the flags in flags.txt (a Megatron that lacks one of tplua's flags).
+local function megatron_checkout(dir, flags, version)
+  require('tp.fs').mkdir_p(dir .. '/megatron/training')
+  require('tp.fs').mkdir_p(dir .. '/megatron/core')
+  h.write(dir .. '/pretrain_gpt.py', 'raise SystemExit("not for preflight")\n')
+  h.write(dir .. '/megatron/__init__.py', '')
+  h.write(dir .. '/megatron/training/__init__.py', '')
+  h.write(dir .. '/megatron/core/__init__.py', '')
+  h.write(dir .. '/megatron/core/package_info.py', string.format(
+    "MAJOR = %d\nMINOR = %d\nPATCH = %d\nPRE_RELEASE = ''\n", version[1], version[2],
+    version[3]))
+  h.write(dir .. '/megatron/training/arguments.py', [[
+# Stand-in of Megatron-LM's argument parser for tplua's tests: an argparse parser with the
+# flags listed in flags.txt next to the checkout root, nothing else.
+import argparse, os, sys
+
+def parse_args(extra_args_provider=None, ignore_unknown_args=False):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parser = argparse.ArgumentParser(description="Megatron-LM Arguments", allow_abbrev=False)
+    with open(os.path.join(root, "flags.txt")) as f:
+        for flag in f.read().split():
+            parser.add_argument(flag, nargs="*")
+    return parser.parse_args()
+]])
+  h.write(dir .. '/flags.txt', table.concat(flags, '\n') .. '\n')
+end
+
+local function megatron_recipe(dir, framework_dir)
+  local path = dir .. '/mega.lua'
+  h.write(path, string.format([[
+local tp = require('tp')
+return tp.experiment.main({
+  name = 'preflight-megatron',
+  model = 'llama3.2-1b',
+  platforms = { nvd = { framework = 'megatron', hardware = 'h100-sxm' } },
+  gpus_per_node = 8,
+  training = { seed = 1, mbs = 1, gbs = 8, seq_len = 2048, iters = 10, lr = 3e-4,
+               dataset = 'mock' },
+  parallelism = { tp = 1, pp = 1, dp = 8 },
+  paths = { framework_dir = %q },
+  results = %q,
+})
+]], framework_dir, dir .. '/out'))
+  return path
+end
+
+describe('tplua preflight', function()
+  it('reports a GPU in use by another process (NVML) and exits 1', function()
+    local dir = h.tmpdir()
+    local r = h.run({ 'preflight', ref_recipe(dir, {}) },
+      { env = { TPLUA_GPU_LIBPATH = fakes('h100busy') } })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'error   gpus      GPU 1 (NVIDIA H100 80GB HBM3, 0000:28:00.0) '
+      .. 'is in use: pid 4242 (30.0 GiB)'), r.stdout)
+    assert.is_true(has(r.stdout, 'fix: wait for those processes to end'), r.stdout)
+    assert.is_true(has(r.stdout, 'preflight: FAILED: nothing starts (1 error(s)'), r.stdout)
+  end)
+
+  it('reports a GPU in use on AMD (ROCm SMI), as JSON with --json', function()
+    local dir = h.tmpdir()
+    -- Four GPUs: device 3 (the fourth) is the busy one.
+    local path = ref_recipe(dir, { platform = 'amd', hardware = 'mi300x' })
+    h.write(path, h.read(path):gsub('gpus_per_node = 2', 'gpus_per_node = 4')
+      :gsub('dp = 2', 'dp = 4'):gsub('gbs = 4', 'gbs = 8'))
+    local r = h.run({ 'preflight', path, '--json' },
+      { env = { TPLUA_GPU_LIBPATH = fakes('mi300xbusy') } })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    local rep = assert(json.decode(r.stdout))
+    assert.are.equal('amd', rep.platform)
+    assert.is_false(rep.ok)
+    assert.are.equal(1, rep.errors)
+    local f = rep.findings[1]
+    assert.are.equal('gpus', f.check)
+    assert.are.equal('error', f.severity)
+    assert.is_true(has(f.message, 'GPU 3 (AMD Instinct MI300X, 0000:b5:00.0) is in use: pid 4343 '
+      .. '(40.0 GiB)'), f.message)
+  end)
+
+  it('passes on idle GPUs, and names the wrong GPU model and too few GPUs', function()
+    local dir = h.tmpdir()
+    local ok = h.run({ 'preflight', ref_recipe(dir, {}) },
+      { env = { TPLUA_GPU_LIBPATH = fakes('h100x8') } })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    assert.is_true(has(ok.stdout, 'info    gpus      nvd: 2 of 8 NVIDIA H100 80GB HBM3 GPU(s) '
+      .. 'used, no other process on them'), ok.stdout)
+    assert.is_true(has(ok.stdout, "reference: the framework's parser accepts the"), ok.stdout)
+    assert.is_true(has(ok.stdout, 'preflight: passed (0 error(s), 0 warning(s)'), ok.stdout)
+
+    local path = ref_recipe(dir, { hardware = 'a100-sxm' })
+    h.write(path, h.read(path):gsub('gpus_per_node = 2', 'gpus_per_node = 16')
+      :gsub('dp = 2', 'dp = 16'):gsub('gbs = 4', 'gbs = 32'))
+    local bad = h.run({ 'preflight', path }, { env = { TPLUA_GPU_LIBPATH = fakes('h100x8') } })
+    assert.are.equal(1, bad.code, bad.stdout .. bad.stderr)
+    assert.is_true(has(bad.stdout, 'nvd: the runs need 16 nvidia GPU(s) on this machine, the '
+      .. 'probe finds 8'), bad.stdout)
+    assert.is_true(has(bad.stdout, "nvd: the recipe says hardware 'a100-sxm', this machine has "
+      .. 'NVIDIA H100 80GB HBM3 (h100-sxm)'), bad.stdout)
+  end)
+
+  it('reports a missing framework checkout', function()
+    local dir = h.tmpdir()
+    local r = h.run({ 'preflight', megatron_recipe(dir, dir .. '/no-such-megatron') },
+      { env = { TPLUA_GPU_LIBPATH = fakes('h100x8') } })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'error   framework megatron: ' .. dir .. '/no-such-megatron '
+      .. 'does not exist'), r.stdout)
+    assert.is_true(has(r.stdout, 'fix: set paths.framework_dir to the checkout of megatron'),
+      r.stdout)
+  end)
+
+  it("runs Megatron-LM's parser: accepted, then a flag it does not know, then too old", function()
+    local dir = h.tmpdir()
+    local mdir = dir .. '/Megatron-LM'
+    local recipe = megatron_recipe(dir, mdir)
+    -- The flags tplua generates, from the plan.
+    local p = h.run({ 'plan', recipe, '--json' })
+    assert.are.equal(0, p.code, p.stderr)
+    local argv = assert(json.decode(p.stdout)).platforms.nvd.runs[1].process.argv
+    assert.are.equal(mdir .. '/pretrain_gpt.py', argv[2])
+    local flags = {}
+    for _, a in ipairs(argv) do
+      if a:match('^%-%-') then
+        flags[#flags + 1] = a
+      end
+    end
+    assert.is_true(#flags > 20)
+    local env = { TPLUA_GPU_LIBPATH = fakes('h100x8') }
+
+    megatron_checkout(mdir, flags, { 0, 13, 0 })
+    local ok = h.run({ 'preflight', recipe }, { env = env })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    assert.is_true(has(ok.stdout, string.format("megatron: the framework's parser accepts the %d "
+      .. 'arguments', #argv - 2)), ok.stdout)
+    assert.is_true(has(ok.stdout, 'megatron: version 0.13.0 (megatron/core/package_info.py)'),
+      ok.stdout)
+
+    -- A Megatron that does not know --seq-length (as if it were renamed).
+    local fewer = {}
+    for _, f in ipairs(flags) do
+      if f ~= '--seq-length' then
+        fewer[#fewer + 1] = f
+      end
+    end
+    assert.are.equal(#flags - 1, #fewer)
+    megatron_checkout(mdir, fewer, { 0, 13, 0 })
+    local rej = h.run({ 'preflight', recipe }, { env = env })
+    assert.are.equal(1, rej.code, rej.stdout .. rej.stderr)
+    assert.is_true(has(rej.stdout, "error   arguments megatron: the framework's parser rejects "
+      .. 'the arguments: unrecognized arguments: --seq-length 2048'), rej.stdout)
+
+    megatron_checkout(mdir, flags, { 0, 5, 1 })
+    local old = h.run({ 'preflight', recipe }, { env = env })
+    assert.are.equal(1, old.code, old.stdout .. old.stderr)
+    assert.is_true(has(old.stdout, 'megatron: version 0.5.1 (megatron/core/package_info.py) is '
+      .. "older than 0.6.0, the oldest tplua's adapter generates arguments for"), old.stdout)
+  end)
+
+  it('reports missing data, a tokenizer that is not local, and unwritable output', function()
+    local dir = h.tmpdir()
+    local path = ref_recipe(dir, { dataset = string.format(
+      "{ path = %q, tokenizer = 'acme/no-such-tokenizer' }", dir .. '/data/none'),
+      results = dir .. '/a-file' })
+    h.write(dir .. '/a-file', 'in the way\n')
+    local r = h.run({ 'preflight', path }, { env = { TPLUA_GPU_LIBPATH = fakes('h100x8'),
+      HOME = dir, HF_HOME = dir .. '/hf' } })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'error   data      dataset ' .. dir .. '/data/none: '), r.stdout)
+    assert.is_true(has(r.stdout, "error   tokenizer tokenizer 'acme/no-such-tokenizer' is "
+      .. 'neither a local path nor in the Hugging Face cache'), r.stdout)
+    assert.is_true(has(r.stdout, 'error   output    results directory ' .. dir .. '/a-file '
+      .. 'cannot be made'), r.stdout)
+
+    -- Real files: a dataset made by tplua data synth, the tokenizer in the cache.
+    require('tp.fs').mkdir_p(dir .. '/data')
+    local s = h.run({ 'data', 'synth', dir .. '/data/none', '--tokens', '5000', '--vocab', '256' })
+    assert.are.equal(0, s.code, s.stdout .. s.stderr)
+    require('tp.fs').mkdir_p(dir .. '/hf/hub/models--acme--no-such-tokenizer/refs')
+    h.write(dir .. '/hf/hub/models--acme--no-such-tokenizer/refs/main', 'abc\n')
+    os.remove(dir .. '/a-file')
+    local ok = h.run({ 'preflight', path }, { env = { TPLUA_GPU_LIBPATH = fakes('h100x8'),
+      HOME = dir, HF_HOME = dir .. '/hf' } })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    assert.is_true(has(ok.stdout, 'info    data      ' .. dir .. '/data/none: '), ok.stdout)
+    assert.is_true(has(ok.stdout, "tokenizer acme/no-such-tokenizer is cached in " .. dir
+      .. '/hf/hub'), ok.stdout)
+  end)
+
+  it('is a usage error without a recipe, and refuses a campaign file', function()
+    local r = h.run({ 'preflight' })
+    assert.are.equal(2, r.code)
+    assert.is_true(has(r.stderr, 'no RECIPE given'), r.stderr)
+    local c = h.run({ 'preflight', 'examples/smoke.lua' }, { cwd = h.source_dir })
+    assert.are.equal(1, c.code)
+    assert.is_true(has(c.stderr, 'is a campaign file'), c.stderr)
+  end)
+end)
+
+describe('tplua run and the preflight #slow', function()
+  local missing = h.torch_missing()
+  if missing then
+    it('starts nothing when the preflight fails', function()
+      pending(missing)
+    end)
+    return
+  end
+
+  it('starts nothing on a busy GPU; --skip-preflight starts and the record says so', function()
+    local dir = h.tmpdir()
+    local path = ref_recipe(dir, {})
+    local busy = { TPLUA_GPU_LIBPATH = fakes('h100busy') }
+    local r = h.run({ 'run', path }, { env = busy })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'is in use: pid 4242'), r.stdout)
+    assert.is_true(has(r.stdout, 'run: the preflight found errors: nothing started'), r.stdout)
+    assert.are.same({}, require('tp.fs').glob(dir .. '/out/*.json'))
+
+    local s = h.run({ 'run', path, '--skip-preflight' }, { env = busy })
+    assert.are.equal(0, s.code, s.stdout .. s.stderr)
+    assert.is_true(has(s.stdout, 'run: --skip-preflight: the checks before launch are skipped'),
+      s.stdout)
+    local recs = require('tp.fs').glob(dir .. '/out/*.json')
+    assert.are.equal(1, #recs)
+    local rec = assert(json.load_file(recs[1]))
+    assert.are.equal('completed', rec.status)
+    assert.are.same({ skipped = true, reason = '--skip-preflight' }, rec.preflight)
+    assert.are.equal('tplua.run/2', rec.schema)
+    -- The GPUs' state at the start is in the environment: power limit, clocks, ECC.
+    local st = rec.environment.gpu_state
+    assert.are.equal(1, #st)
+    assert.are.same({ 1, 2, 3, 4, 5, 6, 7, 8 }, st[1].devices)
+    assert.are.equal(700, st[1].power_limit_w)
+    assert.are.equal(1980, st[1].app_clock_mhz)
+    assert.is_true(st[1].ecc)
+    assert.is_true(st[1].persistence)
+  end)
+
+  it('runs after a passing preflight, whose summary the record keeps', function()
+    local dir = h.tmpdir()
+    local r = h.run({ 'run', ref_recipe(dir, {}) },
+      { env = { TPLUA_GPU_LIBPATH = fakes('h100x8') } })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'preflight: passed'), r.stdout)
+    local recs = require('tp.fs').glob(dir .. '/out/*.json')
+    local rec = assert(json.load_file(recs[1]))
+    assert.is_true(rec.preflight.ok)
+    assert.are.equal(0, rec.preflight.errors)
+    assert.truthy(rec.preflight.at:match('^%d%d%d%d%-%d%d%-%d%dT'))
+  end)
+end)

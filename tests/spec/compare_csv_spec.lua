@@ -1,0 +1,50 @@
+-- tp.compare_csv: RFC 4180 fields and records, one row per group of a comparison, and the
+-- atomic write.
+local h = require('helper')
+local csv = require('tp.compare_csv')
+local results = require('tp.results')
+local compare = require('tp.compare')
+
+describe('tp.compare_csv', function()
+  it('writes fields as RFC 4180 says, numbers in their shortest exact form', function()
+    assert.are.equal('plain', csv.cell('plain'))
+    assert.are.equal('"a,b"', csv.cell('a,b'))
+    assert.are.equal('"say ""hi"""', csv.cell('say "hi"'))
+    assert.are.equal('"two\nlines"', csv.cell('two\nlines'))
+    assert.are.equal('', csv.cell(nil))
+    assert.are.equal('42', csv.cell(42))
+    assert.are.equal('0.1', csv.cell(0.1))
+    assert.are.equal('0.30000000000000004', csv.cell(0.1 + 0.2))
+    assert.are.equal('', csv.cell(0 / 0))
+    assert.are.equal('a,b\r\n1,\r\n', csv.encode({ { 'a', 'b' }, { 1, nil } }))
+  end)
+
+  it('gives one row per group, baseline first, with tokens/s always', function()
+    local set = assert(results.load(h.fixture('results/fair')))
+    local cmp = assert(compare.compare(set, { metrics = { 'mfu' }, n_boot = 100 }))
+    local rows = csv.rows(set, cmp)
+    assert.are.equal(3, #rows)
+    local col = {}
+    for j, name in ipairs(rows[1]) do
+      col[name] = j
+    end
+    assert.is_truthy(col.tokens_per_s_mean and col.mfu_percent_mean and col.mfu_peak)
+    assert.is_nil(col.step_time_s_mean)
+    assert.are.same({ 'nvd', 'yes' }, { rows[2][1], rows[2][2] })
+    assert.are.equal(cmp.metrics[1].groups[2].mean * 100, rows[3][col.mfu_percent_mean])
+    assert.are.equal(1, rows[2][col.mfu_percent_ratio])
+    assert.are.equal(cmp.metrics[1].ratios[1].ratio, rows[3][col.mfu_percent_ratio])
+  end)
+
+  it('replaces a file atomically and names it when it cannot', function()
+    local dir = h.tmpdir()
+    assert(csv.write(dir .. '/a.csv', 'x\r\n'))
+    assert.are.equal('x\r\n', h.read(dir .. '/a.csv'))
+    local ok, err = csv.write(dir .. '/no/a.csv', 'x\r\n')
+    assert.is_nil(ok)
+    assert.is_truthy(err:find('^' .. dir:gsub('%p', '%%%0') .. '/no/a%.csv: '), err)
+    assert.has_error(function()
+      csv.write('', 'x')
+    end, 'tp.compare_csv.write: a file name or - expected')
+  end)
+end)
