@@ -24,7 +24,7 @@ M.SUMMARY_FIELDS = {
   'pp', 'dp', 'train_iters', 'last_iteration', 'n_records', 'loss_first', 'loss_last',
   'step_time', 'step_time_median', 'step_time_std', 'step_time_cv', 'steady_method',
   'steady_first_iteration', 'tokens_per_s', 'tokens_per_s_per_gpu', 'tflops_per_gpu', 'mfu',
-  'memory_gib', 'started',
+  'joules_per_token', 'energy_basis', 'memory_gib', 'started',
 }
 
 -- Nested tables kept with the summary (small: a few dozen scalars each).
@@ -438,6 +438,14 @@ local function summarise(doc, path, kind, nonfinite)
     s[k] = tbl(doc[k])
   end
   s.dataset_info = tbl(doc.dataset)
+  -- Energy per token as compare and reports take it (tp.efficiency): the record's measured
+  -- value first, else the TDP estimate; energy_basis says which ('measured' or 'estimated').
+  if s.energy_metrics or s.tokens_per_s then
+    local ok, jpt, basis = pcall(require('tp.efficiency').energy, s)
+    if ok and jpt then
+      s.joules_per_token, s.energy_basis = jpt, basis:match('^%a+')
+    end
+  end
   return s
 end
 

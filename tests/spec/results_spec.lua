@@ -37,6 +37,30 @@ local function write_record(dir, name, fields)
   return dir .. '/' .. name .. '.json'
 end
 
+describe('tp.results energy per token', function()
+  it('prefers the measured value of a record and labels which it took', function()
+    local dir = h.tmpdir()
+    local perf = { tokens_per_second = 100000, tokens_per_second_per_gpu = 12500 }
+    write_record(dir, 'measured', { schema = 'tplua.run/2', run_id = 'm', performance_metrics =
+      perf, training_config = { num_gpus = 8 }, gpu_info = { hardware = 'mi300x' },
+      energy_metrics = { measured = true, joules_per_token = 0.05 } })
+    write_record(dir, 'tdp', { run_id = 't', performance_metrics = perf,
+      training_config = { num_gpus = 8 }, gpu_info = { hardware = 'mi300x' } })
+    local set = assert(results.load(dir))
+    local by = {}
+    for _, r in ipairs(set.runs) do
+      by[r.id] = r
+    end
+    assert.are.equal(0.05, by.m.joules_per_token)
+    assert.are.equal('measured', by.m.energy_basis)
+    -- 8 x 750 W over 100,000 tokens/s: the TDP upper bound.
+    assert.are.equal(8 * 750 / 100000, by.t.joules_per_token)
+    assert.are.equal('estimated', by.t.energy_basis)
+    assert.truthy(set:table({ 'id', 'joules_per_token', 'energy_basis' }):find('measured', 1,
+      true))
+  end)
+end)
+
 describe('tp.results.load', function()
   local set
 
