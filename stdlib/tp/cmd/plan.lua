@@ -22,7 +22,9 @@ With a config file:
 
 The recipe's flags apply (see 'tplua RECIPE.lua --help'): --iters N, --repeats N,
 --results DIR, --only PLATFORM, --launcher local|torchrun|ranks|container|slurm, --no-prune,
-and its own. A Slurm run shows its batch script in full.
+--profile TOOL[:FIRST-LAST], and its own. A Slurm run shows its batch script in full.
+'tplua preflight RECIPE.lua' checks, on the machine that will run it, what the plan cannot
+(docs/preflight.md).
 
 A file returning tp.campaign{...} (docs/campaign.md) prints its runs: each exact command and the
 files written before it starts (a batch script in full).

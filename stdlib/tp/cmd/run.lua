@@ -10,12 +10,15 @@ usage: tplua run RECIPE.lua [flags]
 
 Loads RECIPE.lua, plans it, finds this machine's platform with the GPU probe (nvd on NVIDIA,
 amd on AMD) and runs that platform's runs through tp.campaign, writing results under the
-results directory. Prints a short plan first. Unlike 'tplua RECIPE.lua' it does not compare
+results directory. Prints a short plan first, then the checks before launch (GPUs present and
+idle, framework and its argument parser, data, output space, Slurm partition; see
+docs/preflight.md): when one fails, nothing starts. Unlike 'tplua RECIPE.lua' it does not compare
 afterwards ('tplua compare DIR' does).
 
 The recipe's flags apply (see 'tplua RECIPE.lua --help'): --iters N, --repeats N,
 --results DIR, --only PLATFORM, --launcher local|torchrun|ranks|container|slurm, --dry-run,
---no-prune, --profile TOOL[:FIRST-LAST] (torch, nsys, rocprofv3; docs/recipes.md), and its own.
+--no-prune, --profile TOOL[:FIRST-LAST] (torch, nsys, rocprofv3; docs/recipes.md),
+--skip-preflight (start without the checks; each record says so), and its own.
 
   -h, --help  show this help
 
@@ -23,7 +26,8 @@ A file returning tp.campaign{...} (docs/campaign.md) is executed as it is: finis
 skipped, interrupted ones rerun, failed ones rerun with --retry-failed.
 
 exit status: 0 when the runs were started and finished, 1 when the plan has errors, the recipe
-cannot be loaded, this machine has no GPU of a planned platform, or runs cannot be started;
+cannot be loaded, this machine has no GPU of a planned platform, the preflight failed, or runs
+cannot be started;
 2 on a usage error.
 ]]
 
