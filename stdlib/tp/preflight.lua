@@ -162,7 +162,18 @@ local function check_data(runs, add, remote)
   local seen = {}
   for _, run in ipairs(runs) do
     local prefix, tok = require('tp.frameworks').dataset_prefix(run.config)
-    if prefix and not seen[prefix] then
+    if prefix and run.framework == 'torchtitan' then
+      -- torchtitan reads a named text dataset from <paths.data>/<name>, not an indexed one.
+      local dir = prefix:match('^(.*)/[^/]+$')
+      if not seen[dir] then
+        seen[dir] = true
+        if not require('tp.fs').is_dir(dir) then
+          add(remote and 'warning' or 'error', 'data', string.format('dataset directory %s does '
+            .. 'not exist (torchtitan reads the named dataset from it)', dir),
+            'put the dataset there (runs are offline), or set paths.data')
+        end
+      end
+    elseif prefix and not seen[prefix] then
       seen[prefix] = true
       local info, err = require('tp.data').verify(prefix)
       if info then
@@ -365,7 +376,8 @@ function M.check(plan, opts)
     local key = run.framework .. '\0' .. tostring(run.config.paths
       and run.config.paths.framework_dir)
     if dirs[key] == nil then
-      dirs[key] = pf.install(run, add, { remote = remote }) or false
+      local ok, dir = pf.install(run, add, { remote = remote })
+      dirs[key] = ok and { dir = dir } or false
     end
     -- One parser run per distinct set of flags (sweep points change values, not names).
     local names = {}
@@ -377,7 +389,7 @@ function M.check(plan, opts)
     local fkey = key .. '\0' .. table.concat(names, ' ')
     if dirs[key] and not flagsets[fkey] then
       flagsets[fkey] = true
-      pf.arguments(run, dirs[key], add)
+      pf.arguments(run, dirs[key].dir, add)
     end
   end
   check_data(runs, add, remote)

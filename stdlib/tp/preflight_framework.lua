@@ -18,7 +18,8 @@ M.MIN_VERSION = { megatron = '0.6.0', nemo = '2.0.0', torchtitan = '0.1.0' }
 local PROGRAMS = {
   megatron = [[
 import sys
-sys.path.insert(0, sys.argv[1])
+if sys.argv[1]:
+    sys.path.insert(0, sys.argv[1])
 try:
     try:
         from megatron.training.arguments import parse_args
@@ -32,7 +33,8 @@ parse_args()
 ]],
   torchtitan = [[
 import sys
-sys.path.insert(0, sys.argv[1])
+if sys.argv[1]:
+    sys.path.insert(0, sys.argv[1])
 args = sys.argv[3:]
 try:
     try:
@@ -48,7 +50,8 @@ parse(args)
 ]],
   reference = [[
 import sys
-sys.path.insert(0, sys.argv[1])
+if sys.argv[1]:
+    sys.path.insert(0, sys.argv[1])
 try:
     import reftrain
 except Exception as e:
@@ -76,8 +79,15 @@ local function version_less(a, b)
   return false
 end
 
--- The framework's directory of a run: paths.framework_dir, else the adapter's default (the
--- directory of its entry script).
+-- A file the run writes itself before it starts (NeMo's generated script, torchtitan's TOML):
+-- under its own directory, so absent before the run.
+local function generated(run, path)
+  return type(run.output) == 'string' and path:sub(1, #run.output + 1) == run.output .. '/'
+end
+
+-- The framework's directory of a run: paths.framework_dir, else the adapter's default: the
+-- directory of its entry script (Megatron-LM, Primus), the checkout on PYTHONPATH
+-- (torchtitan), the reference trainer's; nil for an installed package (NeMo).
 local function framework_dir(run)
   local dir = type(run.config.paths) == 'table' and run.config.paths.framework_dir
   if dir then
@@ -87,9 +97,13 @@ local function framework_dir(run)
   if run.framework == 'reference' then
     return require('tp.frameworks.reference').trainer_dir()
   end
-  if type(p.entry) == 'string' and p.entry:sub(1, 1) == '/' then
+  if type(p.entry) == 'string' and p.entry:sub(1, 1) == '/' and not generated(run, p.entry) then
     local d = p.entry:match('^(.*)/[^/]+$')
     return run.framework == 'primus' and d:gsub('/runner$', '') or d
+  end
+  local pypath = p.env and p.env.PYTHONPATH
+  if type(pypath) == 'string' and pypath:sub(1, 1) == '/' then
+    return pypath:match('^[^:]+')
   end
   return nil
 end
@@ -100,7 +114,8 @@ end
 ---@param add fun(severity: string, check: string, message: string, fix: string)
 ---@param opts table {remote?: boolean} remote: the run starts elsewhere (Slurm), so what this
 ---  machine cannot see is a warning
----@return string|nil dir
+---@return boolean ok false when the checkout is missing (nothing more to check there)
+---@return string|nil dir the checkout, nil for an installed package
 function M.install(run, add, opts)
   local fs = require('tp.fs')
   local p = run.process or {}
@@ -110,9 +125,10 @@ function M.install(run, add, opts)
   if dir and not fs.is_dir(dir) then
     add(missing, 'framework', string.format('%s: %s does not exist%s', run.framework, dir, where),
       'set paths.framework_dir to the checkout of ' .. run.framework)
-    return nil
+    return false
   end
-  if type(p.entry) == 'string' and p.entry:sub(1, 1) == '/' and not fs.exists(p.entry) then
+  if type(p.entry) == 'string' and p.entry:sub(1, 1) == '/' and not generated(run, p.entry)
+    and not fs.exists(p.entry) then
     add(missing, 'framework', string.format('%s: the entry script %s is missing%s',
       run.framework, p.entry, where), 'check paths.framework_dir: it must be the checkout root')
   end
@@ -134,7 +150,7 @@ function M.install(run, add, opts)
         file, dir), '')
     end
   end
-  return dir
+  return true, dir
 end
 
 -- The arguments of the per-process command after the program and script ('python3 x.py' or
@@ -171,7 +187,7 @@ end
 --- with the parser's message when it rejects them, a warning when the parser cannot be loaded
 --- (the check could not be made), an info finding for frameworks without a standalone parser.
 ---@param run table a plan run
----@param dir string the framework's directory
+---@param dir string|nil the framework's checkout (nil: an installed package)
 ---@param add fun(severity: string, check: string, message: string, fix: string)
 function M.arguments(run, dir, add)
   local program = PROGRAMS[run.framework]
@@ -190,7 +206,7 @@ function M.arguments(run, dir, add)
   local fs = require('tp.fs')
   fs.mkdir_p(tmp)
   stage_files(run, args, tmp)
-  local argv = { p.argv[1], '-c', program, dir, script }
+  local argv = { p.argv[1], '-c', program, dir or '', script }
   table.move(args, 1, #args, #argv + 1, argv)
   local env = {}
   for k, v in pairs(p.env or {}) do
@@ -210,7 +226,8 @@ function M.arguments(run, dir, add)
       .. 'arguments', run.framework, #args), '')
   elseif r.code == 3 and stderr:find('TPLUA_IMPORT', 1, true) then
     add('warning', 'arguments', string.format("%s: the framework's parser could not be loaded "
-      .. 'from %s: %s', run.framework, dir, stderr:match('TPLUA_IMPORT ([^\n]*)')),
+      .. 'from %s: %s', run.framework, dir or 'the installed packages',
+      stderr:match('TPLUA_IMPORT ([^\n]*)')),
       'install what the framework imports in ' .. p.argv[1] .. ', or check paths.framework_dir')
   else
     local msg = stderr:match('[^\n]*error: ([^\n]*)%s*$') or stderr:gsub('%s+$', ''):match(

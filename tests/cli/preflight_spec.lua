@@ -194,6 +194,68 @@ describe('tplua preflight', function()
       .. "older than 0.6.0, the oldest tplua's adapter generates arguments for"), old.stdout)
   end)
 
+  it("runs torchtitan's config parser on the generated TOML and overrides", function()
+    local dir = h.tmpdir()
+    local tdir = dir .. '/torchtitan'
+    require('tp.fs').mkdir_p(tdir .. '/torchtitan/config')
+    require('tp.fs').mkdir_p(dir .. '/data/c4')
+    h.write(tdir .. '/torchtitan/__init__.py', '')
+    -- Stand-in of torchtitan's ConfigManager: reads the TOML it is given (it must exist and
+    -- name a [job] section) and knows the override flags in flags.txt, nothing else.
+    h.write(tdir .. '/torchtitan/config/__init__.py', [[
+import argparse, os
+
+class ConfigManager:
+    def parse_args(self, args):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        p = argparse.ArgumentParser(allow_abbrev=False)
+        p.add_argument("--job.config_file")
+        with open(os.path.join(root, "flags.txt")) as f:
+            for flag in f.read().split():
+                p.add_argument(flag)
+        ns = p.parse_args(args)
+        with open(getattr(ns, "job.config_file")) as f:
+            if "[job]" not in f.read():
+                p.error("the TOML has no [job] section")
+        return ns
+]])
+    local path = dir .. '/tt.lua'
+    h.write(path, string.format([[
+local tp = require('tp')
+return tp.experiment.main({ name = 'preflight-torchtitan', model = 'llama3.1-8b',
+  platforms = { nvd = { framework = 'torchtitan', hardware = 'h100-sxm' } },
+  gpus_per_node = 8,
+  training = { seed = 1, mbs = 1, gbs = 8, seq_len = 2048, iters = 10, lr = 3e-4,
+               dataset = 'c4' },
+  parallelism = { tp = 1, pp = 1, dp = 8 },
+  paths = { framework_dir = %q, data = %q }, results = %q })
+]], tdir, dir .. '/data', dir .. '/out'))
+    local p = h.run({ 'plan', path, '--json' })
+    assert.are.equal(0, p.code, p.stdout .. p.stderr)
+    local argv = assert(json.decode(p.stdout)).platforms.nvd.runs[1].process.argv
+    local flags = {}
+    for _, a in ipairs(argv) do
+      if a:match('^%-%-') and a ~= '--job.config_file' then
+        flags[#flags + 1] = a
+      end
+    end
+    h.write(tdir .. '/flags.txt', table.concat(flags, '\n') .. '\n')
+    local env = { TPLUA_GPU_LIBPATH = fakes('h100x8') }
+    local ok = h.run({ 'preflight', path }, { env = env })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    assert.is_true(has(ok.stdout, "torchtitan: the framework's parser accepts the"), ok.stdout)
+    h.write(tdir .. '/flags.txt', table.concat(flags, '\n', 2) .. '\n')
+    local rej = h.run({ 'preflight', path }, { env = env })
+    assert.are.equal(1, rej.code, rej.stdout .. rej.stderr)
+    assert.is_true(has(rej.stdout, "torchtitan: the framework's parser rejects the arguments: "
+      .. 'unrecognized arguments: ' .. flags[1]), rej.stdout)
+    -- Its dataset is a directory of text under paths.data, not an indexed dataset.
+    os.remove(dir .. '/data/c4')
+    local nodata = h.run({ 'preflight', path }, { env = env })
+    assert.is_true(has(nodata.stdout, 'error   data      dataset directory ' .. dir
+      .. '/data/c4 does not exist'), nodata.stdout)
+  end)
+
   it('reports missing data, a tokenizer that is not local, and unwritable output', function()
     local dir = h.tmpdir()
     local path = ref_recipe(dir, { dataset = string.format(
