@@ -245,6 +245,24 @@ sys.stdout.write(subprocess.run([%q, "-e",
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal('true', r.stdout)
   end)
+
+  it('gives different ports to tplua processes started together', function()
+    -- Lua seeds math.random from the time and an address; under a sanitizer's allocator two
+    -- processes started in the same second got the same port and one rendezvous failed.
+    local proc = require('tp.proc')
+    local loop <close> = proc.loop()
+    local procs = {}
+    for i = 1, 6 do
+      procs[i] = assert(loop:spawn({ argv = { h.bin, '-e',
+        "io.write(require('tp.launch.ranks').free_port())" }, capture = true }))
+    end
+    local seen = {}
+    for _, p in ipairs(procs) do
+      local port = assert(tonumber(p:wait().stdout))
+      assert.is_nil(seen[port], 'port ' .. port .. ' picked twice')
+      seen[port] = true
+    end
+  end)
 end)
 
 describe('recipes with several nodes', function()

@@ -53,8 +53,18 @@ end
 ---@return integer
 function M.free_port()
   local used = M.ports_in_use()
-  for _ = 1, 1000 do
-    local p = math.random(20000, 39999)
+  -- The start: this process's pid and the monotonic clock's microseconds, so that two tplua
+  -- started in the same second (whose math.random may share a seed: Lua seeds it from the
+  -- time and an address, which a sanitizer's allocator makes equal) start apart.
+  local f = io.open('/proc/self/stat', 'r')
+  local pid = f and f:read('n') or 0
+  if f then
+    f:close()
+  end
+  local us = math.floor(require('tp.gpu').now() * 1e6)
+  local start = (math.tointeger(pid) or 0) * 7919 + us + math.random(0, 19999)
+  for i = 0, 19999 do
+    local p = 20000 + (start + i * 7) % 20000
     if not used[p] then
       return p
     end
