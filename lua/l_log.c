@@ -655,6 +655,11 @@ enum {
 typedef struct Member {
   const char *name;
   int id;
+  size_t name_len;
+  // What precedes the value: ",\n      \"<name>\": " (the first member without ','); text_len
+  // is 0 when the name is too long for text (then it is written in pieces).
+  char text[64];
+  size_t text_len;
 } Member;
 
 static int member_cmp(const void *a, const void *b) {
@@ -664,13 +669,19 @@ static int member_cmp(const void *a, const void *b) {
 // Fills m with the members in key order.
 static void sorted_members(Member m[RM_COUNT]) {
   for (int f = 0; f < TP_LOG_F_COUNT; f++) {
-    m[f] = (Member){tp_logscan_field_name(f), f};
+    m[f] = (Member){.name = tp_logscan_field_name(f), .id = f};
   }
-  m[RM_DERIVED] = (Member){"step_time_derived", RM_DERIVED};
-  m[RM_LOSSES] = (Member){"losses", RM_LOSSES};
-  m[RM_TIMESTAMP] = (Member){"timestamp", RM_TIMESTAMP};
-  m[RM_EXTRA] = (Member){"extra", RM_EXTRA};
+  m[RM_DERIVED] = (Member){.name = "step_time_derived", .id = RM_DERIVED};
+  m[RM_LOSSES] = (Member){.name = "losses", .id = RM_LOSSES};
+  m[RM_TIMESTAMP] = (Member){.name = "timestamp", .id = RM_TIMESTAMP};
+  m[RM_EXTRA] = (Member){.name = "extra", .id = RM_EXTRA};
   qsort(m, RM_COUNT, sizeof m[0], member_cmp);
+  for (int k = 0; k < RM_COUNT; k++) {
+    int n =
+        snprintf(m[k].text, sizeof m[k].text, "%s\n      \"%s\": ", k > 0 ? "," : "", m[k].name);
+    m[k].text_len = n > 0 && (size_t)n < sizeof m[k].text ? (size_t)n : 0;
+    m[k].name_len = strlen(m[k].name);
+  }
 }
 
 typedef struct RecWriter {
@@ -816,9 +827,15 @@ static bool rw_record(RecWriter *w, const TpLogRecord *r) {
   }
   for (int k = 0; k < RM_COUNT; k++) {
     w->key = m[k].name;
-    w->key_len = strlen(m[k].name);
-    if (!rw_put(w, k > 0 ? ",\n      \"" : "\n      \"", k > 0 ? 9 : 8) ||
-        !rw_put(w, w->key, w->key_len) || !rw_put(w, "\": ", 3)) {
+    w->key_len = m[k].name_len;
+    bool put;
+    if (m[k].text_len > 0) {
+      put = rw_put(w, m[k].text, m[k].text_len);
+    } else {
+      put = rw_put(w, k > 0 ? ",\n      \"" : "\n      \"", k > 0 ? 9 : 8) &&
+            rw_put(w, w->key, w->key_len) && rw_put(w, "\": ", 3);
+    }
+    if (!put) {
       return false;
     }
     int id = m[k].id;

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Times commands side by side, alternating, and prints min/median/max, ratios and peak RSS.
 
-Usage: harness.py RUNS NAME=COMMAND [NAME=COMMAND ...]
+Usage: harness.py RUNS [--ratio A/B ...] NAME=COMMAND [NAME=COMMAND ...]
 
 Each COMMAND is run through /bin/sh (so `grep -c X FILE | cat` keeps its pipe) under
 `/usr/bin/time -o FILE -f %M`, its standard output sent to a pipe that is read to the end.
 Wall time comes from time.perf_counter around each run; the runs of the commands alternate
 (A B C A B C ...) so that machine noise hits them alike. Exit status must be 0.
+With --ratio A/B (repeatable) only those ratios of medians are printed, with the min/max range
+of the run-by-run ratios (run i of A over run i of B); without it, every pair's ratio.
 """
 import os
 import statistics
@@ -37,9 +39,20 @@ def main():
         return 2
     runs = int(sys.argv[1])
     cmds = []
-    for spec in sys.argv[2:]:
+    wanted = []
+    args = sys.argv[2:]
+    while args:
+        spec = args.pop(0)
+        if spec == "--ratio" and args:
+            a, _, b = args.pop(0).partition("/")
+            wanted.append((a, b))
+            continue
         name, _, cmd = spec.partition("=")
         cmds.append((name, cmd))
+    for a, b in wanted:
+        if a not in dict(cmds) or b not in dict(cmds):
+            sys.stderr.write("harness: --ratio %s/%s names an unknown command\n" % (a, b))
+            return 2
     times = {name: [] for name, _ in cmds}
     rss = {name: 0 for name, _ in cmds}
     outputs = {}
@@ -62,6 +75,13 @@ def main():
     med = {name: statistics.median(times[name]) for name, _ in cmds}
     names = [n for n, _ in cmds]
     print("ratios of medians:")
+    if wanted:
+        width = max(len("%s / %s" % (a, b)) for a, b in wanted)
+        for a, b in wanted:
+            per_run = [x / y for x, y in zip(times[a], times[b])]
+            print("  %-*s = %.2f  (run by run %.2f .. %.2f)" % (
+                width, "%s / %s" % (a, b), med[a] / med[b], min(per_run), max(per_run)))
+        return 0
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             print("  %s / %s = %.2f" % (a, b, med[a] / med[b]))
