@@ -91,6 +91,7 @@ static const char *const diag_names[TP_LOG_D_COUNT] = {
     "oom",      "memory_pressure",    "nccl_timeout", "nccl_error", "nccl_warning", "gpu_fault",
     "nan_loss", "skipped_iterations", "loss_spike",   "preempted",  "crash",        "truncated",
     "restart",  "long_line",          "binary",       "empty",      "unrecognised", "bad_args",
+    "timeout",  "cancelled",          "node_failure", "signal",
 };
 
 const char *tp_logscan_field_name(int f) {
@@ -465,7 +466,8 @@ static int segment(TpLogScan *s, const char *p, size_t n, bool terminated) {
     s->last_content_line = s->nl + 1;
   }
   size_t ai;
-  if (!all_lines(s) && ls_find_anchor(s, p, 0, n, n, &ai) == SIZE_MAX) {
+  // The unterminated last segment is always examined: a cut may have taken its anchor.
+  if (terminated && !all_lines(s) && ls_find_anchor(s, p, 0, n, n, &ai) == SIZE_MAX) {
     return 0;
   }
   return ls_process_segment(s, p, n, s->nl + 1, terminated);
@@ -1227,6 +1229,7 @@ static void compact_ranks(TpLogScan *s) {
       s->last_has = true;
       s->last_iter = s->dpool[r->dofs + k];
       s->last_epoch = r->epoch;
+      s->last_loss = r->present >> TP_LOG_F_LOSS & 1;
     }
     break;
   }
@@ -1285,29 +1288,47 @@ int tp_logscan_rec_commit(TpLogScan *s) {
   }
   p->active = false;
   uint64_t line = (p->present >> TP_LOG_F_LINE & 1) ? (uint64_t)p->v[TP_LOG_F_LINE] : s->nl + 1;
+  bool has_loss = p->present >> TP_LOG_F_LOSS & 1;
   // Rank selection (LOG_FORMATS.md 0.5): one rank's records are kept.
   if (s->opts.rank >= 0) {
     if ((p->present >> TP_LOG_F_RANK & 1) && p->v[TP_LOG_F_RANK] != (double)s->opts.rank) {
       return 0;
     }
   } else if (p->has_key) {
+    // With pipeline parallelism only the last stage has the loss: a rank whose records carry
+    // one is preferred to ranks whose records do not (placeholders), then the lowest rank.
     if (!s->have_sel) {
       s->have_sel = true;
       s->sel_key = p->key;
+      s->sel_loss = has_loss;
     } else if (p->key != s->sel_key) {
-      if (p->key > s->sel_key) {
+      bool better = has_loss && !s->sel_loss;
+      if (!better && (p->key > s->sel_key || (s->sel_loss && !has_loss))) {
         return 0;
       }
       s->sel_key = p->key;
+      s->sel_loss = has_loss;
       compact_ranks(s);
+    } else if (has_loss) {
+      s->sel_loss = true;
     }
   }
   // Copies (other ranks without prefix, forwarded lines, several nodes' local rank 0): a record
-  // with the iteration of the previous kept one, with no restart in between, is dropped.
+  // with the iteration of the previous kept one, with no restart in between, is dropped, unless
+  // the kept one had no loss and this one has (a PP non-last stage printed first): it replaces it.
   bool has_iter = p->present >> TP_LOG_F_ITERATION & 1;
   if (has_iter && s->last_has && s->last_epoch == s->epoch &&
       s->last_iter == p->v[TP_LOG_F_ITERATION]) {
-    return 0;
+    if (!has_loss || s->last_loss || s->nrecs == 0) {
+      return 0;
+    }
+    const LsRec *prev = &s->recs[s->nrecs - 1];
+    s->ndpool = prev->dofs;
+    s->spool.len = prev->sofs;
+    s->nrecs--;
+    if (s->reported > s->nrecs) {
+      s->reported = s->nrecs;
+    }
   }
   int rc = nan_checks(s, p, line);
   if (rc) {
@@ -1374,6 +1395,7 @@ int tp_logscan_rec_commit(TpLogScan *s) {
     s->last_has = true;
     s->last_iter = p->v[TP_LOG_F_ITERATION];
     s->last_epoch = s->epoch;
+    s->last_loss = has_loss;
   }
   return 0;
 }
@@ -1475,7 +1497,8 @@ TpLogFormat tp_logscan_format(const TpLogScan *s, int *custom_id) {
     default:
       break;
   }
-  return TP_LOG_FORMAT_NONE;
+  // No record line: Primus' own markers (logger prefix, runner lines) still name the format.
+  return s->primus_seen ? TP_LOG_FORMAT_PRIMUS : TP_LOG_FORMAT_NONE;
 }
 
 // --- Arguments, parameters, memory, meta ------------------------------------------------------

@@ -111,6 +111,10 @@ typedef enum TpLogDiagKind {
   TP_LOG_D_EMPTY,
   TP_LOG_D_UNRECOGNISED,
   TP_LOG_D_BAD_ARGS,  ///< an argument dump that cannot be read (torchtitan job config), or too many
+  TP_LOG_D_TIMEOUT,   ///< stopped at a time limit (Slurm, Megatron --exit-duration-in-mins)
+  TP_LOG_D_CANCELLED,     ///< cancelled by a user or the scheduler (Slurm "CANCELLED AT")
+  TP_LOG_D_NODE_FAILURE,  ///< a node of the job failed (Slurm)
+  TP_LOG_D_SIGNAL,        ///< the launcher or a worker was stopped by a signal (SIGTERM, ...)
   TP_LOG_D_COUNT
 } TpLogDiagKind;
 

@@ -160,6 +160,9 @@ struct TpLogScan {
   // Start-up facts for derived torchtitan step times.
   double tt_local_bs, tt_seq_len, tt_grad_accum, tt_tokens_per_rank, tt_non_dp, tt_gbs;
   double tt_world;
+  bool tt_pp_seen;  // a placeholder loss was seen: pipeline parallel, pp > 1
+  bool sel_loss;    // the selected rank's kept records carry a loss (PP: the last stage)
+  bool last_loss;   // the previous kept record has a loss
 
   // Other extracted data.
   LsArgs args[2];

@@ -26,6 +26,7 @@ enum {
   F_MAX_STEPS,
   F_TORCHRUN_FINISHED,
   F_TORCHRUN_FAILED,
+  F_PRIMUS_RUNNER,
   F_JOB_FINISHED,
   F_MICROBATCHES,
   F_MP_SIZE,
@@ -52,7 +53,16 @@ typedef struct Sig {
   int check;  // extra verification, see sig_check
 } Sig;
 
-enum { CK_NONE, CK_EXITCODE, CK_EXITCODE_NONZERO, CK_RESULT_NAN, CK_RESTART_COUNT, CK_EXITING };
+enum {
+  CK_NONE,
+  CK_EXITCODE,
+  CK_EXITCODE_NONZERO,
+  CK_RESULT_NAN,
+  CK_RESTART_COUNT,
+  CK_EXIT_SIGTERM,
+  CK_EXIT_MINUTES,
+  CK_CANCELLED,
+};
 
 static const Sig sigs[] = {
     {"CUDA out of memory", TP_LOG_D_OOM, TP_LOG_SEV_ERROR, "GPU out of memory", CK_NONE},
@@ -112,10 +122,30 @@ static const Sig sigs[] = {
     {"Fatal Python error", TP_LOG_D_CRASH, TP_LOG_SEV_ERROR, "crash", CK_NONE},
     {"Received signal 15", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "preempted", CK_NONE},
     {"Preemption detected", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "preempted", CK_NONE},
-    {"exiting program after ", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "stopped early", CK_EXITING},
-    {"DUE TO TIME LIMIT", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "time limit", CK_NONE},
-    {"DUE TO PREEMPTION", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "preempted", CK_NONE},
-    {"CANCELLED AT", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "job cancelled", CK_NONE},
+    {"exiting program after ", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "stopped on SIGTERM",
+     CK_EXIT_SIGTERM},
+    {"exiting program after ", TP_LOG_D_TIMEOUT, TP_LOG_SEV_WARNING, "time budget reached",
+     CK_EXIT_MINUTES},
+    // Slurm's slurmstepd: "*** JOB 123 ON node1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME
+    // LIMIT ***" (also PREEMPTION, NODE FAILURE; without "DUE TO": scancel).
+    {"DUE TO TIME LIMIT", TP_LOG_D_TIMEOUT, TP_LOG_SEV_WARNING, "Slurm time limit", CK_NONE},
+    {"DUE TO PREEMPTION", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "preempted (Slurm)", CK_NONE},
+    {"DUE TO NODE FAILURE", TP_LOG_D_NODE_FAILURE, TP_LOG_SEV_WARNING, "node failure (Slurm)",
+     CK_NONE},
+    {"CANCELLED AT", TP_LOG_D_CANCELLED, TP_LOG_SEV_WARNING, "job cancelled (Slurm)", CK_CANCELLED},
+    {"Node failure on ", TP_LOG_D_NODE_FAILURE, TP_LOG_SEV_WARNING, "node failure (srun)", CK_NONE},
+    // Kubernetes: kubelet's node-pressure eviction, graceful node shutdown, Kueue preemption.
+    {"The node was low on resource", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "evicted (Kubernetes)",
+     CK_NONE},
+    {"imminent node shutdown", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "evicted (Kubernetes)",
+     CK_NONE},
+    {"Preempted to accommodate", TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING, "preempted (Kubernetes)",
+     CK_NONE},
+    // torch.distributed.elastic: the agent's "Received 15 death signal, shutting down workers" and
+    // its "SignalException: Process N got signal: 15"; Lightning's "Received SIGTERM: 15".
+    {"death signal", TP_LOG_D_SIGNAL, TP_LOG_SEV_WARNING, "stopped by a signal", CK_NONE},
+    {"SignalException", TP_LOG_D_SIGNAL, TP_LOG_SEV_WARNING, "stopped by a signal", CK_NONE},
+    {"Received SIGTERM", TP_LOG_D_SIGNAL, TP_LOG_SEV_WARNING, "stopped by a signal", CK_NONE},
     {"restart_count=", TP_LOG_D_RESTART, TP_LOG_SEV_WARNING, "workers restarted", CK_RESTART_COUNT},
     {"will restart worker group", TP_LOG_D_RESTART, TP_LOG_SEV_WARNING, "workers restarted",
      CK_NONE},
@@ -128,6 +158,8 @@ static const LsAnchor anchors_fixed[] = {
     A("iteration ", LA_ITERATION, 0),
     A("Training epoch ", LA_NEMO_EPOCH, 0),
     A("global_step", LA_NEMO_STEP, 0),
+    A("reduced_train_loss", LA_NEMO_STEP, 0),
+    A("train_loss=", LA_NEMO_STEP, 0),
     A(" memory: ", LA_TT_STEP, 0),
     A("mmemory: ", LA_TT_STEP, 0),  // after a colour code: "ESC[38;2;54;234;195mmemory: "
     A(" arguments ---", LA_ARGS_RULE, 0),
@@ -148,6 +180,7 @@ static const LsAnchor anchors_fixed[] = {
     A("'max_steps' (", LA_FACT, F_MAX_STEPS),
     A("torchrun finished", LA_FACT, F_TORCHRUN_FINISHED),
     A("torchrun failed", LA_FACT, F_TORCHRUN_FAILED),
+    A(")] [INFO] ", LA_FACT, F_PRIMUS_RUNNER),
     A(" finished: ", LA_FACT, F_JOB_FINISHED),
     A("microbatches to constant", LA_FACT, F_MICROBATCHES),
     A("micro-batches to constant", LA_FACT, F_MICROBATCHES),
@@ -740,7 +773,9 @@ static int parse_megatron(TpLogScan *s, const LsLine *L) {
   LsPend *pd = &s->pend;
   pd->megatron = true;
   tp_logscan_rec_set(s, TP_LOG_F_ITERATION, iter);
-  tp_logscan_rec_set(s, TP_LOG_F_TRAIN_ITERS, total);
+  if (L->terminated || after < L->n) {
+    tp_logscan_rec_set(s, TP_LOG_F_TRAIN_ITERS, total);  // else T runs into the cut end
+  }
   const LsText *ts = L->ts_bracket.p  ? &L->ts_bracket
                      : L->ts_primus.p ? &L->ts_primus
                                       : (L->ts_iso.p ? &L->ts_iso : NULL);
@@ -762,6 +797,10 @@ static int parse_megatron(TpLogScan *s, const LsLine *L) {
     LsText seg = trim(p + i, e - i);
     i = e + 1;
     if (seg.n == 0) {
+      continue;
+    }
+    if (!bar && !L->terminated) {
+      last_bad = true;  // the segment runs into the cut end of the log: its value is unknown
       continue;
     }
     const char *colon = NULL;
@@ -952,7 +991,9 @@ static int parse_nemo_printer(TpLogScan *s, const LsLine *L) {
   }
   tp_logscan_rec_set(s, TP_LOG_F_EPOCH, (double)ep);
   tp_logscan_rec_set(s, TP_LOG_F_EPOCH_ITERATION, (double)it);
-  tp_logscan_rec_set(s, TP_LOG_F_TRAIN_ITERS, (double)tot);
+  if (L->terminated || i < n) {
+    tp_logscan_rec_set(s, TP_LOG_F_TRAIN_ITERS, (double)tot);  // else T runs into the cut end
+  }
   const LsText *ts = nemo_ts(L);
   if (ts) {
     tp_logscan_rec_timestamp(s, ts->p, ts->n);
@@ -963,6 +1004,9 @@ static int parse_nemo_printer(TpLogScan *s, const LsLine *L) {
     size_t e = bar ? (size_t)(bar - p) : n;
     LsText seg = trim(p + i, e - i);
     i = e + 1;
+    if (!bar && !L->terminated) {
+      break;  // the last segment runs into the cut end of the log: its value is unknown
+    }
     const char *colon = FIND(seg.p, seg.n, ": ");
     if (!colon && seg.n > 0 && seg.p[seg.n - 1] == ':') {
       colon = seg.p + seg.n - 1;
@@ -1024,7 +1068,7 @@ static int parse_nemo_bar(TpLogScan *s, const LsLine *L) {
   }
   tp_logscan_rec_set(s, TP_LOG_F_EPOCH, (double)ep);
   size_t c = cs;
-  long cur, tot;
+  long cur = -1, tot;
   if (read_uint(p, k, &c, &cur)) {
     tp_logscan_rec_set(s, TP_LOG_F_EPOCH_ITERATION, (double)cur);
     if (c < k && p[c] == '/') {
@@ -1047,6 +1091,9 @@ static int parse_nemo_bar(TpLogScan *s, const LsLine *L) {
     size_t e = comma ? (size_t)(comma - p) : cb;
     LsText item = trim(p + j, e - j);
     j = e + 1;
+    if (!comma && !close && !L->terminated) {
+      break;  // the last item runs into the cut end of the log: its value is unknown
+    }
     bool is_first = first_item;
     first_item = false;
     const char *eq = memchr(item.p, '=', item.n);
@@ -1083,9 +1130,13 @@ static int parse_nemo_bar(TpLogScan *s, const LsLine *L) {
     return rc;
   }
   bool has_step = s->pend.present >> TP_LOG_F_ITERATION & 1;
-  if (!has_step && !loss_set) {
+  if (!has_step && !loss_set && s->pend.nlosses == 0) {
     s->pend.active = false;  // a bar without training metrics (validation, sanity check)
     return 0;
+  }
+  if (!has_step && cur >= 0) {
+    // No global_step in the postfix: the bar's counter (batches done in this epoch) is the step.
+    tp_logscan_rec_set(s, TP_LOG_F_ITERATION, (double)cur);
   }
   if (!step_set && have_step) {
     tp_logscan_rec_set(s, TP_LOG_F_STEP_TIME_S, rate_step);
@@ -1176,14 +1227,27 @@ static int parse_torchtitan(TpLogScan *s, const LsLine *L) {
     size_t ve = sep ? (size_t)(sep - p) : n;
     LsText val = trim(p + vs, ve - vs);
     i = ve;
+    if (!sep && !L->terminated) {
+      // The value runs into the cut end of the log: it is unknown (`grad_norm:  2` may be the
+      // first digit of 2.2490), and only the complete fields before it are kept.
+      got_loss = got_loss || TEQ(key, "loss");
+      break;
+    }
     double v;
     bool num = value_num(val, &v);
     if (TEQ(key, "step") && num) {
       got_step = true;
       tp_logscan_rec_set(s, TP_LOG_F_ITERATION, v);
     } else if (TEQ(key, "loss") && num) {
+      // With pipeline parallelism only the last stage computes the loss; the other stages log
+      // a placeholder (torchtitan/train.py: -1.0, averaged over the DP mesh): a cross-entropy
+      // loss is never negative, so a negative one is no loss.
       got_loss = true;
-      tp_logscan_rec_set(s, TP_LOG_F_LOSS, v);
+      if (v < 0) {
+        s->tt_pp_seen = true;
+      } else {
+        tp_logscan_rec_set(s, TP_LOG_F_LOSS, v);
+      }
     } else if ((TEQ(key, "grad_norm") || TEQ(key, "gnorm")) && num) {
       tp_logscan_rec_set(s, TP_LOG_F_GRAD_NORM, v);
     } else if (TEQ(key, "memory") && num) {
@@ -1216,7 +1280,11 @@ static int parse_torchtitan(TpLogScan *s, const LsLine *L) {
     s->pend.active = false;
     return 0;
   }
-  tt_derive(s);
+  // A placeholder loss proves pipeline parallelism: without a stated degree the non-data-
+  // parallel degree is unknown, and a step time derived with 1 would be pp times too long.
+  if (!s->tt_pp_seen || s->tt_non_dp > 0) {
+    tt_derive(s);
+  }
   const LsText *ts = L->ts_titan.p    ? &L->ts_titan
                      : L->ts_primus.p ? &L->ts_primus
                                       : (L->ts_iso.p ? &L->ts_iso : NULL);
@@ -1743,6 +1811,8 @@ static uint64_t fnv1a(const char *p, size_t n) {
 // rank's identical copy is skipped; a different one (a new run in the same log) is added after
 // the first, so its values win. What cannot be read gives a bad_args warning naming the line
 // and column; the values read before the fault are kept.
+static bool arg_pos(const TpLogScan *s, const char *name, double *v);
+
 static int tt_args_line(TpLogScan *s, const LsLine *L) {
   const char *at = FIND(L->p, L->n, TT_ANCHOR);
   if (!at) {
@@ -1765,6 +1835,17 @@ static int tt_args_line(TpLogScan *s, const LsLine *L) {
   tp_buf_free(&t.val);
   if (t.rc != 0) {
     return t.rc;
+  }
+  // Without a mesh line, the config's degrees give the non-data-parallel degree that the step
+  // times derived from tps divide by (parallelism.pipeline_parallel_degree, ...).
+  if (s->tt_non_dp <= 0) {
+    double pp = 1, tp = 1, cp = 1;
+    bool any = arg_pos(s, "parallelism.pipeline_parallel_degree", &pp);
+    any |= arg_pos(s, "parallelism.tensor_parallel_degree", &tp);
+    any |= arg_pos(s, "parallelism.context_parallel_degree", &cp);
+    if (any) {
+      s->tt_non_dp = pp * tp * cp;
+    }
   }
   if (ok) {
     return 1;
@@ -2004,6 +2085,64 @@ static bool kv_num(const char *p, size_t n, const char *key, double *out) {
   return false;
 }
 
+// torchtitan before the "with parallelism:" form (parallel_dims.py, build_mesh): "Building 2-D
+// device mesh with ['pp', 'dp_shard'], [2, 4]" (names then sizes; older names dp and sp).
+// Fills the degrees (every data-parallel dimension multiplied into *dp) and returns true.
+static bool mesh_dims(const char *p, size_t n, double *pp, double *dp, double *cp, double *tp,
+                      double *ep) {
+  const char *q = FIND(p, n, "device mesh with [");
+  if (!q) {
+    return false;
+  }
+  size_t i = (size_t)(q - p) + 18;
+  const char *ce = memchr(p + i, ']', n - i);
+  if (!ce) {
+    return false;
+  }
+  size_t ne = (size_t)(ce - p);
+  const char *vo = memchr(ce, '[', n - ne);
+  if (!vo) {
+    return false;
+  }
+  size_t j = (size_t)(vo - p) + 1;
+  *pp = *dp = *cp = *tp = *ep = 1;
+  int dims = 0;
+  while (i < ne && dims < 8) {
+    while (i < ne && (p[i] == '\'' || p[i] == '"' || p[i] == ',' || is_space(p[i]))) {
+      i++;
+    }
+    size_t b = i;
+    while (i < ne && p[i] != '\'' && p[i] != '"' && p[i] != ',') {
+      i++;
+    }
+    LsText name = {p + b, i - b};
+    if (name.n == 0) {
+      break;
+    }
+    j = skip_spaces(p, n, j);
+    long v;
+    if (!read_uint(p, n, &j, &v)) {
+      return false;
+    }
+    if (j < n && p[j] == ',') {
+      j++;
+    }
+    dims++;
+    if (TEQ(name, "pp")) {
+      *pp = (double)v;
+    } else if (TEQ(name, "tp") || TEQ(name, "sp")) {
+      *tp *= (double)v;
+    } else if (TEQ(name, "cp")) {
+      *cp = (double)v;
+    } else if (TEQ(name, "ep")) {
+      *ep = (double)v;
+    } else if (STARTS(name.p, name.n, "dp")) {
+      *dp *= (double)v;
+    }
+  }
+  return dims > 0;
+}
+
 static int handle_fact(TpLogScan *s, const LsLine *L, int fact) {
   const char *p = L->p;
   size_t n = L->n;
@@ -2011,9 +2150,11 @@ static int handle_fact(TpLogScan *s, const LsLine *L, int fact) {
   switch (fact) {
     case F_MESH: {
       // torchtitan/distributed/parallel_dims.py via trainer: "Building device mesh with
-      // parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, ep=1".
+      // parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, ep=1", or the older
+      // "Building 2-D device mesh with ['pp', 'dp_shard'], [2, 4]".
       double pp = 1, dpr = 1, dps = 1, cp = 1, tp = 1, ep = 1;
-      bool any = kv_num(p, n, "pp=", &pp);
+      bool any = mesh_dims(p, n, &pp, &dpr, &cp, &tp, &ep);
+      any |= kv_num(p, n, "pp=", &pp);
       any |= kv_num(p, n, "dp_replicate=", &dpr);
       any |= kv_num(p, n, "dp_shard=", &dps);
       any |= kv_num(p, n, "cp=", &cp);
@@ -2163,10 +2304,28 @@ static int handle_fact(TpLogScan *s, const LsLine *L, int fact) {
     case F_TORCHRUN_FINISHED:
     case F_TORCHRUN_FAILED:
       // Primus runner (runner/primus-cli-direct.sh): "torchrun finished successfully (code 0)".
-      if (number_after(p, n, "(code ", &v) || number_after(p, n, "code ", &v)) {
+      // It names the format even without an iteration line (Primus' MLPerf logs).
+      if (number_after(p, n, "(code ", &v)) {
+        s->primus_seen = true;
+        ls_meta_set(s, TP_LOG_M_EXIT_CODE, v, true);
+      } else if (number_after(p, n, "code ", &v)) {
         ls_meta_set(s, TP_LOG_M_EXIT_CODE, v, true);
       }
       return 0;
+    case F_PRIMUS_RUNNER: {
+      // Primus runner (runner/lib/common.sh): "[NODE-0(host)] [INFO] ...", after the launcher's
+      // "[date] ": a Primus run even when no iteration line follows.
+      size_t i = 0;
+      long node;
+      if (STARTS(p, n, "[NODE-")) {
+        i = 6;
+        if (read_uint(p, n, &i, &node) && i < n && p[i] == '(' &&
+            FIND(p + i, n - i, ")] [INFO] ")) {
+          s->primus_seen = true;
+        }
+      }
+      return 0;
+    }
     case F_JOB_FINISHED:
       // NeMo-Run: "Job <id> finished: SUCCEEDED".
       if (FIND(p, n, " finished: SUCCEEDED")) {
@@ -2254,6 +2413,15 @@ static int handle_fact(TpLogScan *s, const LsLine *L, int fact) {
         return 0;
       }
       s->crash_from_traceback = false;
+      LsDiagAcc *d = &s->diags[TP_LOG_D_CRASH];
+      if (i >= 15 && memcmp(p + i - 15, "SignalException", 15) == 0 && d->count == 1) {
+        // torchelastic raises SignalException when the agent is stopped (SIGTERM from a
+        // scheduler, Ctrl-C): a stopped run, not a crash; the signal signature reports it.
+        free(d->msg);
+        memset(d, 0, sizeof *d);
+        s->diag_dirty = true;
+        return 0;
+      }
       return ls_diag_message(s, TP_LOG_D_CRASH, "traceback", p, n);
     }
     default:
@@ -2265,21 +2433,53 @@ static int handle_fact(TpLogScan *s, const LsLine *L, int fact) {
 
 // --- Failure signatures -----------------------------------------------------------------------
 
+// torchelastic's exit code of a worker killed by a stopping signal (-1, -2, -15).
+static bool signal_exit(double v) {
+  return v == -1 || v == -2 || v == -15;
+}
+
+// The signal a stop line names ("Received 15 death signal", "got signal: 15", "Received
+// SIGTERM", "exitcode: -15"), as the diagnostic's text; tp.log.outcome reads the name.
+static const char *signal_what(const char *p, size_t n) {
+  double v = 0;
+  const char *q = FIND(p, n, " death signal");
+  if (q) {
+    size_t b = (size_t)(q - p);
+    while (b > 0 && is_digit(p[b - 1])) {
+      b--;
+    }
+    tp_logscan_parse_number(p + b, (size_t)(q - p) - b, &v);
+  } else if (!number_after(p, n, "got signal:", &v) && !number_after(p, n, "exitcode  : ", &v) &&
+             !number_after(p, n, "(exitcode: ", &v)) {
+    v = FIND(p, n, "SIGTERM") ? 15 : FIND(p, n, "SIGINT") ? 2 : FIND(p, n, "SIGHUP") ? 1 : 0;
+  }
+  v = v < 0 ? -v : v;
+  return v == 15  ? "stopped by SIGTERM"
+         : v == 2 ? "stopped by SIGINT"
+         : v == 1 ? "stopped by SIGHUP"
+                  : "stopped by a signal";
+}
+
 static bool sig_check(const Sig *g, const char *p, size_t n, const char *at) {
   size_t i = (size_t)(at - p) + strlen(g->text);
   double v;
   switch (g->check) {
     case CK_EXITCODE:
     case CK_EXITCODE_NONZERO:
+      // -N: killed by signal N; SIGHUP, SIGINT and SIGTERM stop a run, they are no crash.
       i = skip_spaces(p, n, i);
-      return tp_logscan_parse_number(p + i, n - i, &v) > 0 && v != 0;
+      return tp_logscan_parse_number(p + i, n - i, &v) > 0 && v != 0 && !signal_exit(v);
     case CK_RESULT_NAN:
       return STARTS(p + i, n - i, "nan") || STARTS(p + i, n - i, "inf") ||
              STARTS(p + i, n - i, "-inf");
     case CK_RESTART_COUNT:
       return tp_logscan_parse_number(p + i, n - i, &v) > 0 && v > 0;
-    case CK_EXITING:
-      return FIND(p + i, n - i, "SIGTERM") || FIND(p + i, n - i, "minutes");
+    case CK_EXIT_SIGTERM:
+      return FIND(p + i, n - i, "SIGTERM") != NULL;
+    case CK_EXIT_MINUTES:
+      return FIND(p + i, n - i, "minutes") != NULL;
+    case CK_CANCELLED:
+      return FIND(p + i, n - i, " DUE TO ") == NULL;
     default:
       return true;
   }
@@ -2318,7 +2518,8 @@ static int handle_signatures(TpLogScan *s, const LsLine *L, const uint64_t sigma
     }
     const Sig *g = &sigs[first[k]];
     bool first_crash = k == TP_LOG_D_CRASH && !s->diags[k].seen;
-    int rc = ls_diag(s, (TpLogDiagKind)k, g->sev, L->lineno, g->what, p, n);
+    const char *what = k == TP_LOG_D_SIGNAL ? signal_what(p, n) : g->what;
+    int rc = ls_diag(s, (TpLogDiagKind)k, g->sev, L->lineno, what, p, n);
     if (rc) {
       return rc;
     }
@@ -2333,6 +2534,9 @@ static int handle_signatures(TpLogScan *s, const LsLine *L, const uint64_t sigma
   double v;
   if (number_after(p, n, "exitcode  : ", &v) || number_after(p, n, "(exitcode: ", &v)) {
     ls_meta_set(s, TP_LOG_M_EXIT_CODE, v, true);
+    if (signal_exit(v) && !kinds[TP_LOG_D_SIGNAL]) {
+      return ls_diag(s, TP_LOG_D_SIGNAL, TP_LOG_SEV_WARNING, L->lineno, signal_what(p, n), p, n);
+    }
   }
   return 0;
 }
@@ -2449,6 +2653,11 @@ int ls_process_segment(TpLogScan *s, const char *seg, size_t n, uint64_t lineno,
   }
   bool custom = s->family == LS_FAM_CUSTOM && s->opts.line;
   int rec = 0;
+  if (!L.terminated && !(f.ids & record_ids)) {
+    // The last line of a cut log may have lost its anchor with the cut (torchtitan's
+    // "  memory: " after a cut grad_norm): the record parsers check the line's shape themselves.
+    f.ids |= (1u << LA_NEMO_STEP) | (1u << LA_ITERATION) | (1u << LA_TT_STEP);
+  }
   if (custom) {
     rec = custom_line(s, &L);
   } else if (f.ids & record_ids) {
@@ -2742,9 +2951,20 @@ int ls_finish_parse(TpLogScan *s) {
       return rc;
     }
   }
-  // Truncation: a cut last record line, or records stopping before the planned iterations
-  // without an end-of-training marker.
-  if (s->nrecs > 0) {
+  // Truncation: a last line without its line end (whatever the format, with or without
+  // records: the file stops mid-line), a cut last record line, or records stopping before the
+  // planned iterations without an end-of-training marker.
+  uint64_t nlines = tp_logscan_lines(s);
+  if (s->bytes > 0 && s->last_byte != '\n' && s->last_byte != '\r' &&
+      s->last_content_line == nlines) {
+    char what[200];
+    snprintf(what, sizeof what, "the log stops mid-run: the last line is cut (line %llu)",
+             (unsigned long long)nlines);
+    rc = ls_diag(s, TP_LOG_D_TRUNCATED, TP_LOG_SEV_WARNING, nlines, what, NULL, 0);
+    if (rc) {
+      return rc;
+    }
+  } else if (s->nrecs > 0) {
     char what[200];
     if (s->last_rec_cut && s->last_rec_line >= s->last_content_line) {
       snprintf(what, sizeof what, "the log stops mid-run: the last line is cut (line %llu)",

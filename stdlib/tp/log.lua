@@ -129,6 +129,7 @@ end
 ---@field theoretical_memory table|nil Megatron's theoretical memory footprints
 ---@field diagnostics table[] {kind=, severity=, message=, line=, first_line=, count=}
 ---@field meta table run facts the log states (global_batch_size, seq_len, world_size, ...)
+---@field outcome string how the run ended (tp.log.outcome): 'completed', 'oom', 'timeout', ...
 ---@field lines integer lines read
 ---@field sha256 string|nil SHA-256 of the file (lowercase hex), with parse's `sha256` option
 ---@field size_bytes integer|nil bytes of the file, with parse's `sha256` option
@@ -228,6 +229,66 @@ function Log:diagnostic(kind)
   return nil
 end
 
+-- How a run ended (docs/logs.md, "How the run ended"). Causes the run has no part in, or that
+-- start a cascade: the first of them in the log wins. The names are tp.campaign's retry outcomes.
+local ROOT_CAUSES = {
+  oom = 'oom', nan_loss = 'nan_loss', gpu_fault = 'gpu_fault', preempted = 'preempted',
+  timeout = 'timeout', cancelled = 'cancelled', node_failure = 'node_failure',
+}
+-- Explicit stop reasons (scheduler, handler): they explain a bare signal wherever they are.
+local STOP_REASONS = { preempted = true, timeout = true, cancelled = true, node_failure = true }
+-- What follows a root cause on the other ranks; a cause only when nothing above was seen.
+local SECONDARY = { nccl_timeout = 'nccl_error', nccl_error = 'nccl_error', crash = 'crash' }
+
+local function first_of(diagnostics, map)
+  local best, line
+  for _, d in ipairs(diagnostics) do
+    local o = map[d.kind]
+    local l = d.first_line or d.line or math.huge
+    if o and (not line or l < line) then
+      best, line = o, l
+    end
+  end
+  return best
+end
+
+--- Returns how the run ended, from a log's diagnostics and meta: 'completed', 'oom',
+--- 'nan_loss', 'gpu_fault', 'preempted', 'timeout', 'cancelled', 'node_failure', 'nccl_error',
+--- 'crash', 'truncated' or 'unknown'. The first root cause wins over the errors that follow it
+--- on other ranks (an OOM, then NCCL errors and SignalException: 'oom'); a bare signal (torchrun's
+--- "Received 15 death signal") is 'preempted' (SIGTERM) or 'cancelled' (SIGINT, SIGHUP) unless
+--- the scheduler says why (Slurm "CANCELLED AT ... DUE TO TIME LIMIT": 'timeout'), or a worker
+--- failed before it (torchelastic stopping the others: 'crash').
+---@param diagnostics table[] {kind=, line=, first_line=, message=}
+---@param meta? table the log's meta (`completed`)
+---@return string outcome
+function M.outcome(diagnostics, meta)
+  check('diagnostics', diagnostics, 'table')
+  meta = meta or {}
+  local seen, reason = {}, false
+  for _, d in ipairs(diagnostics) do
+    seen[d.kind] = d
+    reason = reason or STOP_REASONS[d.kind] ~= nil
+  end
+  local roots = setmetatable({}, { __index = ROOT_CAUSES })
+  local sig = seen.signal
+  -- A worker that failed before the signals: the launcher (torchelastic) stopped the others
+  -- with SIGTERM as it tore the job down, so the failure is the cause, not the signal.
+  local crash = seen.crash
+  local teardown = sig and crash and (crash.first_line or crash.line or math.huge)
+    < (sig.first_line or sig.line or math.huge)
+  if sig and not reason and not teardown then
+    local m = tostring(sig.message)
+    roots.signal = (m:find('SIGINT', 1, true) or m:find('SIGHUP', 1, true)) and 'cancelled'
+      or 'preempted'
+  end
+  local cause = first_of(diagnostics, roots) or first_of(diagnostics, SECONDARY)
+  if meta.completed and (not cause or seen.restart) then
+    return 'completed'
+  end
+  return cause or (seen.truncated and 'truncated') or 'unknown'
+end
+
 local function build_log(sc, parsers, source)
   local res = sc:result()
   local log = setmetatable({
@@ -246,6 +307,7 @@ local function build_log(sc, parsers, source)
     bytes = res.bytes,
     source = source,
   }, Log)
+  log.outcome = M.outcome(log.diagnostics, log.meta)
   if res.custom_id then
     local p = parsers[res.custom_id]
     log.format = p.name

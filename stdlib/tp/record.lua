@@ -808,6 +808,7 @@ function M.from_log(log, opts)
   end
   local meta = log.meta or {}
   rec.status = failed and 'failed' or (meta.completed and 'completed' or 'unknown')
+  rec.outcome = log.outcome or require('tp.log').outcome(log.diagnostics or {}, meta)
 
   rec.source = {
     path = opts.path or null,

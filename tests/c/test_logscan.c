@@ -445,11 +445,30 @@ static void test_signatures(void) {
        TP_LOG_SEV_WARNING},
       {"[exiting program after receiving SIGTERM.] datetime: 2024-01-01 00:00:00",
        TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING},
-      {"[exiting program after 230 minutes] datetime: 2024-01-01 00:00:00", TP_LOG_D_PREEMPTED,
+      {"[exiting program after 230 minutes] datetime: 2024-01-01 00:00:00", TP_LOG_D_TIMEOUT,
        TP_LOG_SEV_WARNING},
       {"slurmstepd: error: *** JOB 42 ON node1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME "
        "LIMIT ***",
+       TP_LOG_D_TIMEOUT, TP_LOG_SEV_WARNING},
+      {"slurmstepd: error: *** JOB 42 ON node1 CANCELLED AT 2024-01-01T00:00:00 DUE TO "
+       "PREEMPTION ***",
        TP_LOG_D_PREEMPTED, TP_LOG_SEV_WARNING},
+      {"slurmstepd: error: *** JOB 42 ON node1 CANCELLED AT 2024-01-01T00:00:00 DUE TO NODE "
+       "FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
+       TP_LOG_D_NODE_FAILURE, TP_LOG_SEV_WARNING},
+      {"slurmstepd: error: *** STEP 42.0 ON node1 CANCELLED AT 2024-01-01T00:00:00 ***",
+       TP_LOG_D_CANCELLED, TP_LOG_SEV_WARNING},
+      {"srun: error: Node failure on node17", TP_LOG_D_NODE_FAILURE, TP_LOG_SEV_WARNING},
+      {"W0520 09:09:27.995000 2197503 torch/distributed/elastic/agent/server/api.py:753] Received "
+       "15 death signal, shutting down workers",
+       TP_LOG_D_SIGNAL, TP_LOG_SEV_WARNING},
+      {"torch.distributed.elastic.multiprocessing.api.SignalException: Process 2197503 got "
+       "signal: 15",
+       TP_LOG_D_SIGNAL, TP_LOG_SEV_WARNING},
+      {"[ERROR] failed (exitcode: -15) local_rank: 0 (pid: 1) of binary: /usr/bin/python",
+       TP_LOG_D_SIGNAL, TP_LOG_SEV_WARNING},
+      {"Warning  Evicted  The node was low on resource: memory.", TP_LOG_D_PREEMPTED,
+       TP_LOG_SEV_WARNING},
       {"  restart_count=1", TP_LOG_D_RESTART, TP_LOG_SEV_WARNING},
       {"[default] Worker group FAILED. 3/3 attempts left; will restart worker group",
        TP_LOG_D_RESTART, TP_LOG_SEV_WARNING},
@@ -532,6 +551,130 @@ static void test_truncated(void) {
   // Reaching train_iters is complete too.
   s = scan_text(" iteration      100/     100 | elapsed time per iteration (ms): 1.0 |\n");
   CHECK(diag(s, TP_LOG_D_TRUNCATED) == NULL);
+  tp_logscan_free(s);
+}
+
+// The file's last line without its line end: the value that runs into the cut end is no value
+// (the field is left out, the complete fields before it are kept), a line that lost its anchor
+// with the cut is still read, and the log is `truncated` whatever its format; whatever the
+// chunking (one-byte feeds too).
+#define TT(step, loss, gn)                                                                         \
+  "[rank0]:[titan] 2025-09-11 17:33:50,479 - root - INFO - step:  " step "  loss:  " loss          \
+  "  grad_norm:  " gn "  memory:  1.07GiB(1.13%)  tps: 346,268  tflops: 24.77  mfu: 2.50%"
+
+static TpLogScan *scan_bytewise(const char *text) {
+  size_t one = 1;
+  return scan_chunks(text, strlen(text), &one, 1, NULL);
+}
+
+static void test_cut_end(void) {
+  const char *cases[] = {
+      // Megatron: cut inside the lm loss value ("2" of 2.559583E+00).
+      MG("2") "\n iteration 3/100 | consumed samples: 384 | elapsed time per iteration (ms): "
+              "5410.6 | learning rate: 9.450E-06 | global batch size:   128 | lm loss: 2",
+  };
+  for (int bytewise = 0; bytewise < 2; bytewise++) {
+    TpLogScan *s = bytewise ? scan_bytewise(cases[0]) : scan_text(cases[0]);
+    CHECK_INT(tp_logscan_nrecords(s), 2);
+    CHECK(!has(s, 1, TP_LOG_F_LOSS));
+    CHECK_NUM(field(s, 1, TP_LOG_F_LR), 9.45e-06, 1e-15);
+    CHECK_NUM(field(s, 1, TP_LOG_F_GLOBAL_BATCH_SIZE), 128, 0);
+    const TpLogDiag *d = diag(s, TP_LOG_D_TRUNCATED);
+    CHECK(d && d->line == 2);
+    CHECK(diag(s, TP_LOG_D_NAN_LOSS) == NULL);
+    tp_logscan_free(s);
+  }
+  // Megatron: cut inside T of "iteration N/T": no train_iters.
+  TpLogScan *s = scan_text(MG("2") "\n iteration 3/  10");
+  CHECK_INT(tp_logscan_nrecords(s), 2);
+  CHECK_NUM(field(s, 1, TP_LOG_F_ITERATION), 3, 0);
+  CHECK(!has(s, 1, TP_LOG_F_TRAIN_ITERS));
+  tp_logscan_free(s);
+  // torchtitan: cut inside grad_norm; the line lost its " memory: " anchor with the cut.
+  const char *tt = TT(
+      "4", "6.2345",
+      "2.2490") "\n"
+                "[rank0]:[titan] 2025-09-11 17:33:50,601 - root - INFO - step:  5  loss:  5.2014  "
+                "grad_norm:  2";
+  for (int bytewise = 0; bytewise < 2; bytewise++) {
+    s = bytewise ? scan_bytewise(tt) : scan_text(tt);
+    CHECK(tp_logscan_format(s, NULL) == TP_LOG_FORMAT_TORCHTITAN);
+    CHECK_INT(tp_logscan_nrecords(s), 2);
+    CHECK_NUM(field(s, 1, TP_LOG_F_ITERATION), 5, 0);
+    CHECK_NUM(field(s, 1, TP_LOG_F_LOSS), 5.2014, 1e-15);
+    CHECK(!has(s, 1, TP_LOG_F_GRAD_NORM));
+    TpLogRecord r;
+    CHECK(rec(s, 1, &r) && r.kv_len == 0);  // the cut field is not kept as an extra either
+    const TpLogDiag *d = diag(s, TP_LOG_D_TRUNCATED);
+    CHECK(d && d->line == 2);
+    tp_logscan_free(s);
+  }
+  // torchtitan: an unprefixed copy of step 5 cut after "grad_norm:": one record, truncated.
+  s = scan_text(
+      TT("5", "7.0762",
+         "46.5000") "\n"
+                    "[titan] 2026-02-24 19:46:19,145 - root - INFO - step:  5  loss:  7.0762  "
+                    "grad_norm:");
+  CHECK_INT(tp_logscan_nrecords(s), 1);
+  CHECK_NUM(field(s, 0, TP_LOG_F_GRAD_NORM), 46.5, 1e-15);
+  CHECK(diag(s, TP_LOG_D_TRUNCATED) != NULL);
+  tp_logscan_free(s);
+  // torchtitan: the last line is a prefix and a date, no message: truncated, records kept.
+  s = scan_text(
+      TT("1", "8.0403", "1.0000") "\n" TT("2", "7.7561", "1.4095") "\n[rank0]:2024-03-20");
+  CHECK_INT(tp_logscan_nrecords(s), 2);
+  const TpLogDiag *d = diag(s, TP_LOG_D_TRUNCATED);
+  CHECK(d && d->line == 3);
+  tp_logscan_free(s);
+  // NeMo ProgressPrinter: the last value cut.
+  s = scan_text("Training epoch 0, iteration 3/9 | lr: 1e-05 | global_step: 3 | "
+                "reduced_train_loss: 2");
+  CHECK_INT(tp_logscan_nrecords(s), 1);
+  CHECK(!has(s, 0, TP_LOG_F_LOSS));
+  CHECK_NUM(field(s, 0, TP_LOG_F_LR), 1e-05, 1e-15);
+  CHECK(diag(s, TP_LOG_D_TRUNCATED) != NULL);
+  tp_logscan_free(s);
+  // The same logs with their line end are complete: no field dropped, no truncated.
+  s = scan_text(TT("1", "8.0403", "1.0000") "\n" TT("2", "7.7561", "1.4095") "\n");
+  CHECK_INT(tp_logscan_nrecords(s), 2);
+  CHECK_NUM(field(s, 1, TP_LOG_F_MFU_PCT), 2.5, 1e-15);
+  CHECK(diag(s, TP_LOG_D_TRUNCATED) == NULL);
+  tp_logscan_free(s);
+  s = scan_text("Training epoch 0, iteration 9/9 | global_step: 9 | reduced_train_loss: 2\r\n");
+  CHECK_NUM(field(s, 0, TP_LOG_F_LOSS), 2, 0);
+  CHECK(diag(s, TP_LOG_D_TRUNCATED) == NULL);
+  tp_logscan_free(s);
+  // Any format, no record: a last line without its line end is truncated; blanks are not a line.
+  s = scan_text("starting\nloading data");
+  CHECK(diag(s, TP_LOG_D_TRUNCATED) != NULL);
+  CHECK(diag(s, TP_LOG_D_UNRECOGNISED) != NULL);
+  tp_logscan_free(s);
+  s = scan_text("starting\nloading data\n  ");
+  CHECK(diag(s, TP_LOG_D_TRUNCATED) == NULL);
+  tp_logscan_free(s);
+}
+
+// Format detection without an iteration line: the Primus runner's markers name the format.
+static void test_primus_markers(void) {
+  TpLogScan *s = scan_text("[2026-07-13 21:55:48] [NODE-0(host-1.example)] [INFO] [main] Loaded "
+                           "config: /x/.primus.yaml\n:::MLLOG {\"key\": \"run_start\"}\n");
+  CHECK(tp_logscan_format(s, NULL) == TP_LOG_FORMAT_PRIMUS);
+  CHECK_INT(tp_logscan_nrecords(s), 0);
+  CHECK(diag(s, TP_LOG_D_UNRECOGNISED) != NULL);  // still no iteration record
+  tp_logscan_free(s);
+  s = scan_text(
+      ":::MLLOG {\"key\": \"run_stop\"}\n[direct] torchrun finished successfully (code 0)\n");
+  CHECK(tp_logscan_format(s, NULL) == TP_LOG_FORMAT_PRIMUS);
+  const TpLogMeta *m = tp_logscan_meta(s);
+  CHECK((m->present >> TP_LOG_M_EXIT_CODE & 1) && m->num[TP_LOG_M_EXIT_CODE] == 0);
+  tp_logscan_free(s);
+  // Look-alikes are not Primus: another bracketed "(...)] [INFO] ", a plain log.
+  s = scan_text("[worker(pid=12)] [INFO] started\n[2026-07-13 21:55:48] [INFO] loading\n");
+  CHECK(tp_logscan_format(s, NULL) == TP_LOG_FORMAT_NONE);
+  tp_logscan_free(s);
+  // With records: a Megatron log launched by the runner is Primus, as with Primus' logger.
+  s = scan_text("[NODE-0(h)] [INFO] start\n" MG("2") "\n");
+  CHECK(tp_logscan_format(s, NULL) == TP_LOG_FORMAT_PRIMUS);
   tp_logscan_free(s);
 }
 
@@ -925,12 +1068,117 @@ static void test_params(void) {
   tp_logscan_free(s);
 }
 
+// How a run stopped: one Slurm line names one reason; torchelastic's SignalException ends a
+// traceback that is a stop, not a crash; a real exception keeps the crash.
+static void test_stops(void) {
+  TpLogScan *s = scan_text("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-01-01T00:00:00 "
+                           "DUE TO TIME LIMIT ***\n");
+  CHECK(diag(s, TP_LOG_D_TIMEOUT) != NULL);
+  CHECK(diag(s, TP_LOG_D_CANCELLED) == NULL);
+  tp_logscan_free(s);
+  s = scan_text("W0520 api.py:753] Received 15 death signal, shutting down workers\n"
+                "Traceback (most recent call last):\n"
+                "  File \"run.py\", line 1, in <module>\n"
+                "torch.distributed.elastic.multiprocessing.api.SignalException: Process 2 got "
+                "signal: 15\n");
+  CHECK(diag(s, TP_LOG_D_CRASH) == NULL);
+  const TpLogDiag *d = diag(s, TP_LOG_D_SIGNAL);
+  CHECK(d && d->line == 1 && d->count == 2 && strstr(d->message, "SIGTERM") != NULL);
+  tp_logscan_free(s);
+  s = scan_text("Received 1 death signal, shutting down workers\n");
+  d = diag(s, TP_LOG_D_SIGNAL);
+  CHECK(d && strstr(d->message, "SIGHUP") != NULL);
+  tp_logscan_free(s);
+  s = scan_text("Traceback (most recent call last):\nValueError: bad shape\n"
+                "Received 15 death signal, shutting down workers\n");
+  CHECK(diag(s, TP_LOG_D_CRASH) != NULL);
+  CHECK(diag(s, TP_LOG_D_SIGNAL) != NULL);
+  tp_logscan_free(s);
+}
+
+// Pipeline parallelism: non-last stages print a placeholder loss (torchtitan -1.0); the rank
+// that prints the real loss is kept, with or without rank prefixes, and the step time derived
+// from tps divides by the whole non-data-parallel degree of the (old-style) mesh line.
+static void test_pipeline(void) {
+  TpLogScan *s = scan_text(
+      "[rank0]:Building 2-D device mesh with ['pp', 'dp_shard'], [2, 4]\n"
+      "[rank0]:Training starts at step 1, with local batch size 2, global batch size 8, sequence "
+      "length 4096, total steps 3\n"
+      "[rank0]:step:  1  loss: -1.0000  memory: 36.90GiB(46.63%)  tps: 4\n"
+      "[rank7]:step:  1  loss: 12.0000  memory: 30.00GiB(40.00%)  tps: 4\n"
+      "[rank0]:step:  2  loss: -1.0000  memory: 36.90GiB(46.63%)  tps: 4\n"
+      "[rank7]:step:  2  loss: 11.0000  memory: 30.00GiB(40.00%)  tps: 4\n");
+  CHECK_INT(tp_logscan_nrecords(s), 2);
+  CHECK_NUM(field(s, 0, TP_LOG_F_RANK), 7, 0);
+  CHECK_NUM(field(s, 1, TP_LOG_F_LOSS), 11, 0);
+  CHECK_NUM(field(s, 0, TP_LOG_F_STEP_TIME_S), 2.0 * 4096 / (4 * 2), 1e-12);
+  const TpLogMeta *m = tp_logscan_meta(s);
+  CHECK_NUM(m->num[TP_LOG_M_PP], 2, 0);
+  CHECK_NUM(m->num[TP_LOG_M_DP], 4, 0);
+  tp_logscan_free(s);
+  // The last stage printed first: later placeholders of a lower rank are not kept.
+  s = scan_text("[rank3]:step:  1  loss: 9.5000  memory: 1.00GiB(1.00%)  tps: 4\n"
+                "[rank0]:step:  1  loss: -1.0000  memory: 1.00GiB(1.00%)  tps: 4\n"
+                "[rank0]:step:  2  loss: -1.0000  memory: 1.00GiB(1.00%)  tps: 4\n"
+                "[rank3]:step:  2  loss: 9.2500  memory: 1.00GiB(1.00%)  tps: 4\n");
+  CHECK_INT(tp_logscan_nrecords(s), 2);
+  CHECK_NUM(field(s, 1, TP_LOG_F_LOSS), 9.25, 0);
+  tp_logscan_free(s);
+  // No prefixes: the placeholder copy printed first is replaced by the real loss.
+  s = scan_text("step:  1  loss: -1.0000  memory: 1.00GiB(1.00%)  tps: 4\n"
+                "step:  1  loss: 10.5000  memory: 1.00GiB(1.00%)  tps: 4\n"
+                "step:  2  loss: 10.2500  memory: 1.00GiB(1.00%)  tps: 4\n"
+                "step:  2  loss: -1.0000  memory: 1.00GiB(1.00%)  tps: 4\n");
+  CHECK_INT(tp_logscan_nrecords(s), 2);
+  CHECK_NUM(field(s, 0, TP_LOG_F_LOSS), 10.5, 0);
+  CHECK_NUM(field(s, 1, TP_LOG_F_LOSS), 10.25, 0);
+  tp_logscan_free(s);
+  // Only a non-last stage printed, no mesh line: no loss, and no step time (pp is unknown).
+  s = scan_text("Training starts at step 1, with local batch size 2, global batch size 2, "
+                "sequence length 4096, total steps 3\n"
+                "step:  1  loss: -1.0000  memory: 1.00GiB(1.00%)  tps: 8\n");
+  CHECK_INT(tp_logscan_nrecords(s), 1);
+  CHECK(!has(s, 0, TP_LOG_F_LOSS));
+  CHECK(!has(s, 0, TP_LOG_F_STEP_TIME_S));
+  tp_logscan_free(s);
+}
+
+// TQDM redraws separated by '\r' inside one line: one record per redraw with a new step; a
+// redraw that only moves the counter (the postfix still shows the previous step) adds nothing.
+static void test_progress_redraws(void) {
+  TpLogScan *s = scan_text(
+      "Epoch 0:   1%|          | 1/100 [00:01<02:00, 1.00it/s, v_num=0, reduced_train_loss=3.10, "
+      "global_step=0.000]\rEpoch 0:   2%|          | 2/100 [00:02<02:00, 1.00it/s, v_num=0, "
+      "reduced_train_loss=3.10, global_step=0.000]\rEpoch 0:   2%|          | 2/100 [00:02<02:00, "
+      "1.00it/s, v_num=0, reduced_train_loss=3.00, global_step=1.000]\rEpoch 0:   3%|          | "
+      "3/100 [00:03<02:00, 2.00s/it, v_num=0, reduced_train_loss=2.90, global_step=2.000]\n");
+  CHECK_INT(tp_logscan_nrecords(s), 3);
+  CHECK_NUM(field(s, 1, TP_LOG_F_ITERATION), 1, 0);
+  CHECK_NUM(field(s, 1, TP_LOG_F_LOSS), 3.0, 0);
+  CHECK_NUM(field(s, 2, TP_LOG_F_STEP_TIME_S), 2.0, 0);
+  tp_logscan_free(s);
+  // No global_step: the counter is the step; a redraw of the same counter adds nothing.
+  s = scan_text("Epoch 0:  10%|#         | 10/100 [00:10<01:30, 1.25it/s, train_loss=2.51]\r"
+                "Epoch 0:  10%|#         | 10/100 [00:10<01:30, 1.25it/s, train_loss=2.51]\r"
+                "Epoch 0:  11%|#         | 11/100 [00:11<01:29, 1.25it/s, train_loss=2.49]\n");
+  CHECK_INT(tp_logscan_nrecords(s), 2);
+  CHECK_NUM(field(s, 0, TP_LOG_F_ITERATION), 10, 0);
+  CHECK_NUM(field(s, 1, TP_LOG_F_LOSS), 2.49, 0);
+  CHECK_NUM(field(s, 1, TP_LOG_F_STEP_TIME_S), 0.8, 1e-12);
+  tp_logscan_free(s);
+}
+
 int main(void) {
   setlocale(LC_ALL, "C");
   test_numbers();
   test_prefixes();
   test_signatures();
+  test_stops();
+  test_pipeline();
+  test_progress_redraws();
   test_truncated();
+  test_cut_end();
+  test_primus_markers();
   test_long_line();
   test_bad_bytes();
   test_ranks();

@@ -410,6 +410,38 @@ describe('tp.log failure modes', function()
       log:diagnostic('truncated').message)
   end)
 
+  it('leaves out the value cut by the end of the log and keeps the complete fields', function()
+    local step = '[titan] 2025-09-11 17:33:50,561 - root - INFO - '
+      .. 'step:  %d  loss:  %s  grad_norm:  %s'
+    local full = step:format(4, '6.2345', '2.2490') .. '  memory:  1.07GiB(1.13%)  tps: 399,989\n'
+    local cut = step:format(5, '5.2014', '2')
+    local s = tp.log.stream()
+    s:feed(full .. cut:sub(1, 40))
+    s:feed(cut:sub(41))
+    local log = s:finish()
+    assert.are.equal(2, #log.records)
+    assert.are.equal(5, log.records[2].iteration)
+    assert.are.equal(5.2014, log.records[2].loss)
+    assert.is_nil(log.records[2].grad_norm)
+    assert.are.equal(2, log:diagnostic('truncated').line)
+    assert.are.equal('truncated', log.outcome)
+    -- The whole line, with its line end: every field, no truncation.
+    local whole = step:format(5, '5.2014', '2.0001') .. '  memory:  1.07GiB(1.13%)  tps: 1\n'
+    log = assert(tp.log.parse(full .. whole, { is_string = true }))
+    assert.are.equal(2.0001, log.records[2].grad_norm)
+    assert.is_nil(log:diagnostic('truncated'))
+  end)
+
+  it('names a Primus log by its runner lines when it has no iteration line', function()
+    local runner = '[2026-07-14 00:31:10] [NODE-0(host)] [INFO] '
+    local log = assert(tp.log.parse(runner .. '[main] start\n:::MLLOG {"key": "run_stop"}\n'
+      .. runner .. '[direct] torchrun finished successfully (code 0)\n', { is_string = true }))
+    assert.are.equal('primus', log.format)
+    assert.are.equal(0, #log.records)
+    assert.are.equal(0, log.meta.exit_code)
+    assert.is_truthy(log:diagnostic('unrecognised'))
+  end)
+
   it('reads through NUL bytes and invalid UTF-8', function()
     local text = 'junk\0\0\0junk\n' .. mg(1) .. '\n\255\254' .. mg(2) .. '\n'
       .. ' iteration 3/ 10 | elapsed time per iteration (ms): 1.0 | odd: caf\233 |\n'
@@ -464,4 +496,137 @@ describe('tp.log failure modes', function()
     log = assert(tp.log.parse(path, { rank = 0 }))
     assert.are.equal(0, #log.records)
   end)
+end)
+
+describe('tp.log outcome: how the run ended', function()
+  local function outcome(text)
+    local log = assert(tp.log.parse(text, { is_string = true }))
+    return log.outcome, log
+  end
+  local ITER = ' iteration 1/ 100 | elapsed time per iteration (ms): 10.0 | lm loss: 1.0E+00 |\n'
+
+  it('maps each Slurm ending to its outcome', function()
+    local job = 'slurmstepd: error: *** JOB 42 ON n1 CANCELLED AT 2024-01-01T00:00:00'
+    assert.are.equal('timeout', outcome(ITER .. job .. ' DUE TO TIME LIMIT ***\n'))
+    assert.are.equal('preempted', outcome(ITER .. job .. ' DUE TO PREEMPTION ***\n'))
+    assert.are.equal('node_failure', outcome(ITER .. job .. ' DUE TO NODE FAILURE, SEE SLURMCTLD '
+      .. 'LOG FOR DETAILS ***\n'))
+    assert.are.equal('cancelled', outcome(ITER .. job .. ' ***\n'))
+    assert.are.equal('node_failure', outcome(ITER .. 'srun: error: Node failure on n7\n'))
+  end)
+
+  it('maps torchelastic signals: SIGTERM preempted, SIGINT/SIGHUP cancelled, no crash',
+    function()
+    local o, log = outcome(ITER .. 'W0520 api.py:753] Received 15 death signal, shutting down '
+      .. 'workers\nTraceback (most recent call last):\n  File "x", line 1\n'
+      .. 'torch.distributed.elastic.multiprocessing.api.SignalException: '
+      .. 'Process 1 got signal: 15\n')
+    assert.are.equal('preempted', o)
+    assert.is_nil(log:diagnostic('crash'))
+    assert.are.equal(0, #log:errors())
+    assert.are.equal('cancelled', outcome(ITER .. 'WARNING:torch.distributed.elastic.agent.server.'
+      .. 'api:Received 2 death signal, shutting down workers\n'))
+    assert.are.equal('cancelled',
+      outcome(ITER .. 'Received 1 death signal, shutting down workers\n'))
+    assert.are.equal('preempted',
+      outcome(ITER .. '[E] failed (exitcode: -15) local_rank: 0\n'))
+    -- The scheduler's reason explains the bare signal, wherever it is.
+    assert.are.equal('timeout', outcome(ITER .. 'Received 15 death signal, shutting down workers\n'
+      .. 'slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2024 DUE TO TIME LIMIT ***\n'))
+  end)
+
+  it('keeps the first root cause over the cascade that follows it', function()
+    local o, log = outcome(ITER .. '[rank3]: Traceback (most recent call last):\n'
+      .. '[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n'
+      .. '[rank0]: [E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout: '
+      .. 'WorkNCCL(SeqNum=9) ran for 600000 milliseconds before timing out.\n'
+      .. 'NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error\n'
+      .. 'W0520 api.py:753] Received 15 death signal, shutting down workers\n'
+      .. 'torch.distributed.elastic.multiprocessing.api.SignalException: '
+      .. 'Process 2 got signal: 15\n')
+    assert.are.equal('oom', o)
+    assert.is_truthy(log:diagnostic('nccl_timeout'))
+    -- A stop first, then the NCCL errors of the ranks left behind: the stop.
+    assert.are.equal('timeout', outcome(ITER .. 'slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT '
+      .. '2024 DUE TO TIME LIMIT ***\nNCCL error in: x.cpp:1, unhandled system error\n'))
+    -- Only secondary errors: the first of them.
+    assert.are.equal('nccl_error', outcome(ITER
+      .. 'NCCL error in: x.cpp:1, unhandled system error\n'
+      .. 'Traceback (most recent call last):\nValueError: bad\n'))
+    assert.are.equal('crash',
+      outcome(ITER .. 'Traceback (most recent call last):\nValueError: bad\n'))
+  end)
+
+  it('is completed, truncated or unknown without a cause', function()
+    assert.are.equal('completed', outcome(ITER .. '[after training is done] datetime: 2024\n'))
+    assert.are.equal('truncated', outcome(ITER))
+    assert.are.equal('unknown', outcome(' iteration 100/ 100 | elapsed time per iteration (ms): '
+      .. '10.0 | lm loss: 1.0E+00 |\n'))
+    -- A restart after a crash, then the end of training: completed.
+    assert.are.equal('completed', outcome(ITER .. 'Traceback (most recent call last):\nValueError: '
+      .. 'x\n  restart_count=1\n[after training is done]\n'))
+    -- Megatron's own exits.
+    assert.are.equal('timeout',
+      outcome(ITER .. '[exiting program after 230.1 minutes] datetime: x\n'))
+    assert.are.equal('preempted', outcome(ITER .. '[exiting program after receiving SIGTERM.]\n'))
+  end)
+
+  it('is computed from diagnostics by tp.log.outcome and written to the run record', function()
+    assert.are.equal('oom', tp.log.outcome({
+      { kind = 'crash', first_line = 1 }, { kind = 'oom', first_line = 2 },
+      { kind = 'signal', first_line = 3, message = 'stopped by SIGTERM: x' } }))
+    assert.are.equal('unknown', tp.log.outcome({}))
+    local log = assert(tp.log.parse(ITER .. 'slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2024 '
+      .. 'DUE TO TIME LIMIT ***\n', { is_string = true }))
+    local rec = tp.record.from_log(log, {})
+    assert.are.equal('timeout', rec.outcome)
+    assert.are.equal('unknown', rec.status)
+  end)
+end)
+
+describe('tp.log pipeline parallel', function()
+  it('keeps the last stage over the placeholder losses of the other stages', function()
+    local log = assert(tp.log.parse(table.concat({
+      "[rank0]:[titan] 2025-05-28 21:11:37,626 - root - INFO - Building 2-D device mesh with "
+        .. "['pp', 'dp_shard'], [4, 2]",
+      '[rank0]:[titan] 2025-05-28 21:11:37,626 - root - INFO - Trainer is initialized with local '
+        .. 'batch size 2, global batch size 4, sequence length 4096, total steps 2 (warmup 2).',
+      '[rank0]:[titan] 2025-05-28 21:13:37,816 - root - INFO - step:  1  loss: -1.0000  memory: '
+        .. '36.90GiB(46.63%)  tps: 512',
+      '[rank6]:[titan] 2025-05-28 21:13:37,816 - root - INFO - step:  1  loss: 12.2465  memory: '
+        .. '30.00GiB(40.00%)  tps: 512',
+      '[rank0]:[titan] 2025-05-28 21:13:38,816 - root - INFO - step:  2  loss: -1.0000  memory: '
+        .. '36.90GiB(46.63%)  tps: 512',
+      '[rank6]:[titan] 2025-05-28 21:13:38,816 - root - INFO - step:  2  loss: 11.5000  memory: '
+        .. '30.00GiB(40.00%)  tps: 512',
+      '[rank0]:[titan] 2025-05-28 21:13:39,816 - root - INFO - Training completed', '' }, '\n'),
+      { is_string = true }))
+    assert.are.equal(2, #log.records)
+    assert.are.equal(6, log.records[1].rank)
+    assert.are.equal(12.2465, log.records[1].loss)
+    assert.are.equal(11.5, log.records[2].loss)
+    -- 2 x 4096 tokens per DP rank / (512 tokens/s x pp 4).
+    assert.are.equal(4, log.records[1].step_time_s)
+    assert.are.equal(4, log.meta.pp)
+    assert.are.equal(2, log.meta.dp)
+    assert.are.equal(8, log.meta.world_size)
+    local rec = tp.record.from_log(log, {})
+    assert.are.equal(4, rec.training_config.pipeline_parallel_size)
+    assert.are.equal('completed', rec.outcome)
+  end)
+
+  it('takes the non-data-parallel degree from the job config when no mesh line is printed',
+    function()
+      local log = assert(tp.log.parse(table.concat({
+        "[rank0]:[titan] 2025-05-28 21:11:37,626 - root - INFO - Running with args: "
+          .. "{'parallelism': {'pipeline_parallel_degree': 4, 'tensor_parallel_degree': 2}}",
+        '[rank0]:[titan] 2025-05-28 21:11:37,626 - root - INFO - Trainer is initialized with '
+          .. 'local batch size 2, global batch size 2, sequence length 4096, total steps 2',
+        '[rank0]:[titan] 2025-05-28 21:13:37,816 - root - INFO - step:  1  loss: -1.0000  '
+          .. 'memory: 36.90GiB(46.63%)  tps: 128', '' }, '\n'), { is_string = true }))
+      assert.is_nil(log.records[1].loss)
+      assert.are.equal(8, log.records[1].step_time_s) -- 2 x 4096 / (128 x pp 4 x tp 2)
+      assert.are.equal(4, log.meta.pp)
+      assert.are.equal(2, log.meta.tp)
+    end)
 end)
