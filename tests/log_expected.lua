@@ -6,7 +6,7 @@ local M = {}
 
 -- The per-quantity keys a summary holds; `known` rows name one of them.
 M.KEYS = { 'format', 'records', 'first', 'last', 'loss_first', 'loss_last', 'mean_step', 'lr_last',
-  'errors', 'warnings' }
+  'errors', 'warnings', 'outcome' }
 
 local function trim(s)
   return (s:gsub('^%s+', ''):gsub('%s+$', ''))
@@ -87,6 +87,8 @@ function M.summary(section, framework)
       e.derived = framework == 'torchtitan' or v:find('derived', 1, true) ~= nil
     elseif q == 'lr at last record' then
       e.lr_last = leading_number(v)
+    elseif q == 'outcome' then
+      e.outcome = v:match('^%s*`?([%w_]+)')
     elseif q == 'error kinds' then
       e.errors = kinds(v)
     elseif q == 'warning kinds' then

@@ -64,6 +64,7 @@ local function got_summary(log)
     lr_last = last and last.lr,
     errors = kinds(log, 'error'),
     warnings = kinds(log, 'warning'),
+    outcome = log.outcome,
   }
 end
 
@@ -77,7 +78,7 @@ local function agrees(key, e, g)
       and g.mean_n == e.mean_n
   elseif key == 'loss_first' or key == 'loss_last' or key == 'lr_last' then
     return close(g[key], e[key], REL_LOG)
-  elseif key == 'errors' or key == 'warnings' then
+  elseif key == 'errors' or key == 'warnings' or key == 'outcome' then
     return e[key] == nil or e[key] == g[key]
   end
   return e[key] == g[key]
@@ -134,7 +135,7 @@ local rows = {}
 
 local function print_table()
   local header = { 'file', 'format', 'records', 'first..last', 'loss first', 'loss last',
-    'mean step (n)', 'lr last', 'errors', 'warnings', 'status' }
+    'mean step (n)', 'lr last', 'errors', 'warnings', 'outcome', 'status' }
   local lines = { '', 'tp.log corpus: expected / got (one value when they agree)', '' }
   lines[#lines + 1] = '| ' .. table.concat(header, ' | ') .. ' |'
   lines[#lines + 1] = '|' .. string.rep('---|', #header)
@@ -202,6 +203,7 @@ describe('tp.log corpus (every fixture against its EXPECTED.md)', function()
           cell(e.loss_first, g.loss_first), cell(e.loss_last, g.loss_last), mean_cell(e, g),
           cell(e.lr_last, g.lr_last), cell(e.errors, g.errors),
           e.warnings and cell(e.warnings, g.warnings) or show(g.warnings) .. ' (not listed)',
+          e.outcome and cell(e.outcome, g.outcome) or show(g.outcome) .. ' (not listed)',
           status,
         }
         assert(#failed == 0 and #known_ok == 0, name .. ': ' .. status)
