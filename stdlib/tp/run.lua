@@ -791,6 +791,12 @@ function Active:classify(log)
   end
   if r.code ~= 0 then
     local errs = log and log_errors(log)
+    -- Stopped from outside, as its log says (tp.log.outcome: a scheduler's or launcher's
+    -- signal, a time limit, a failed node): the retry policy decides on these.
+    local o = log and log.outcome
+    if o == 'preempted' or o == 'timeout' or o == 'cancelled' or o == 'node_failure' then
+      self.stopped_by = o
+    end
     return 'failed', exit_text(r) .. (errs and ('; ' .. errs) or '')
   end
   if not last then

@@ -337,6 +337,29 @@ describe('tp.campaign execution', function()
     assert.are.equal('timeout', s.runs.slow.stopped_by)
   end)
 
+  it('runs again a run whose log says it was stopped from outside (preempted)', function()
+    local dir = h.tmpdir()
+    local marker = dir .. '/attempted'
+    -- The first attempt: torchelastic's agent got SIGTERM (a preemption), exit 1; the second
+    -- trains to the end.
+    local sh = string.format([[if [ -e %s ]; then exec "$@"; fi; touch %s
+echo 'W0511 03:22:23.562000 41337 torch/distributed/elastic/agent/server/api.py:739] Received 15 death signal, shutting down workers'
+exit 1]], h.shquote(marker), h.shquote(marker))
+    local argv = { 'sh', '-c', sh, 'sh' }
+    for _, a in ipairs(gen(6, 400)) do
+      argv[#argv + 1] = a
+    end
+    local c = campaign({ results = dir, runs = { mkrun('pre', argv) } })
+    local s = assert(exec(c))
+    assert.are.same({ 1, 0 }, { s.finished, s.failed })
+    local retry = events(dir, 'pre', 'retry')[1]
+    assert.are.equal('preempted', retry.stopped_by)
+    local first = load(dir .. '/pre.json.failed-1')
+    assert.are.equal('preempted', first.stopped_by)
+    assert.are.equal('preempted', first.outcome)
+    assert.are.equal('completed', load(dir .. '/pre.json').status)
+  end)
+
   it('checks the retry policy', function()
     for _, case in ipairs({
       { { on = { 'crash' } }, "retry.on[1]: 'crash' is not one of preempted" },
