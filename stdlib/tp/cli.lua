@@ -149,4 +149,30 @@ function M.usage_error(name, msg, usage)
   return 2
 end
 
+--- The RECIPE argument that `tplua run|plan|preflight RECIPE [flags]` take first: returns the
+--- path and the remaining flags, or nil and the exit status once the usage error or the help
+--- text (--help, -h) is printed.
+---```lua
+---local path, rest = cli.recipe_arg('run', args, M.usage)
+---if not path then return rest end
+---```
+---@param name string the command
+---@param args string[]
+---@param usage string
+---@return string|nil path
+---@return string[]|integer rest_or_status
+function M.recipe_arg(name, args, usage)
+  if #args == 0 then
+    return nil, M.usage_error(name, 'no RECIPE given', usage)
+  end
+  if args[1] == '--help' or args[1] == '-h' then
+    io.stdout:write(usage)
+    return nil, 0
+  end
+  if args[1]:sub(1, 1) == '-' then
+    return nil, M.usage_error(name, 'the first argument must be the RECIPE file', usage)
+  end
+  return args[1], table.move(args, 2, #args, 1, {})
+end
+
 return M

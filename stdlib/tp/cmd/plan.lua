@@ -97,19 +97,10 @@ local function load_config(path, model)
 end
 
 function M.run(args)
-  if #args == 0 then
-    return require('tp.cli').usage_error('plan', 'no RECIPE given', M.usage)
+  local path, rest = require('tp.cli').recipe_arg('plan', args, M.usage)
+  if not path then
+    return rest
   end
-  if args[1] == '--help' or args[1] == '-h' then
-    io.stdout:write(M.usage)
-    return 0
-  end
-  local path = args[1]
-  if path:sub(1, 1) == '-' then
-    return require('tp.cli').usage_error('plan', 'the first argument must be the RECIPE file',
-      M.usage)
-  end
-  local rest = table.move(args, 2, #args, 1, {})
   local exp, err
   if is_config(path) then
     local model

@@ -57,16 +57,9 @@ end
 
 function M.run(args)
   local cli = require('tp.cli')
-  if #args == 0 then
-    return cli.usage_error('preflight', 'no RECIPE given', M.usage)
-  end
-  if args[1] == '--help' or args[1] == '-h' then
-    io.stdout:write(M.usage)
-    return 0
-  end
-  local path = args[1]
-  if path:sub(1, 1) == '-' then
-    return cli.usage_error('preflight', 'the first argument must be the RECIPE file', M.usage)
+  local path, rest = cli.recipe_arg('preflight', args, M.usage)
+  if not path then
+    return rest
   end
   local experiment = require('tp.experiment')
   local exp, err = experiment.load(path)
@@ -79,7 +72,7 @@ function M.run(args)
       .. 'recipe (tp.experiment)\n')
     return 1
   end
-  local opts, perr = exp:parse_args(table.move(args, 2, #args, 1, {}))
+  local opts, perr = exp:parse_args(rest)
   if not opts then
     return cli.usage_error('preflight', perr, M.usage)
   end

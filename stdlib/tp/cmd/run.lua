@@ -57,24 +57,15 @@ local function run_campaign(c, args)
 end
 
 function M.run(args)
-  if #args == 0 then
-    return require('tp.cli').usage_error('run', 'no RECIPE given', M.usage)
-  end
-  if args[1] == '--help' or args[1] == '-h' then
-    io.stdout:write(M.usage)
-    return 0
-  end
-  local path = args[1]
-  if path:sub(1, 1) == '-' then
-    return require('tp.cli').usage_error('run', 'the first argument must be the RECIPE file',
-      M.usage)
+  local path, rest = require('tp.cli').recipe_arg('run', args, M.usage)
+  if not path then
+    return rest
   end
   local exp, err = require('tp.experiment').load(path)
   if not exp then
     io.stderr:write(string.format('tplua run: %s\n', err))
     return 1
   end
-  local rest = table.move(args, 2, #args, 1, {})
   if require('tp.campaign').is_campaign(exp) then
     return run_campaign(exp, rest)
   end
