@@ -342,9 +342,10 @@ describe('tp.campaign execution', function()
     local marker = dir .. '/attempted'
     -- The first attempt: torchelastic's agent got SIGTERM (a preemption), exit 1; the second
     -- trains to the end.
-    local sh = string.format([[if [ -e %s ]; then exec "$@"; fi; touch %s
-echo 'W0511 03:22:23.562000 41337 torch/distributed/elastic/agent/server/api.py:739] Received 15 death signal, shutting down workers'
-exit 1]], h.shquote(marker), h.shquote(marker))
+    local line = 'W0511 03:22:23.562000 41337 torch/distributed/elastic/agent/server/api.py:739] '
+      .. 'Received 15 death signal, shutting down workers'
+    local sh = string.format('if [ -e %s ]; then exec "$@"; fi; touch %s\necho %s\nexit 1',
+      h.shquote(marker), h.shquote(marker), h.shquote(line))
     local argv = { 'sh', '-c', sh, 'sh' }
     for _, a in ipairs(gen(6, 400)) do
       argv[#argv + 1] = a
