@@ -242,15 +242,39 @@ function APPLY.torchtitan(cmd, opts)
   return out, { join(opts.output, 'iteration_' .. s[2] .. '/rank<RANK>_trace.json') }
 end
 
+-- A Python string literal (the NeMo driver reads its arguments with ast.literal_eval).
+local function py_string(s)
+  return "'" .. s:gsub('\\', '\\\\'):gsub("'", "\\'") .. "'"
+end
+
+-- NeMo 2 profiles through Lightning callbacks that tplua's driver script adds to the recipe's
+-- trainer (tp.frameworks.nemo SCRIPT, `profile.torch=` / `profile.nsys=`):
+-- nemo/lightning/pytorch/callbacks/pytorch_profiler.py PytorchProfilerCallback starts at
+-- on_train_batch_start when global_step == start_step (completed steps: first - 1) and stops at
+-- on_train_batch_end once global_step reaches end_step (last), writing
+-- <trace_dir>/device/rank-<r>.json; callbacks/nsys.py NsysCallback brackets the same steps
+-- (trainer.strategy.current_epoch_step) with cudaProfilerStart/Stop on the ranks given (0).
 function APPLY.nemo(cmd, opts)
+  local s = opts.steps
   if opts.tool == 'torch' then
-    fail('profile: nemo: the pre-training recipe has no PyTorch-profiler setting')
+    if not s then
+      fail('profile: nemo: the PyTorch profiler needs steps = { first, last }')
+    end
+    local out = copy(cmd)
+    append(out.argv, string.format('profile.torch=[%d, %d, %s]', s[1] - 1, s[2],
+      py_string(opts.output)))
+    return out, { join(opts.output, 'device/rank-<RANK>.json') }
   end
-  if opts.steps then
-    fail('profile: nemo: %s: steps cannot be honoured by the recipe; omit steps to trace the '
-      .. 'whole run', opts.tool)
+  if opts.tool == 'rocprofv3' and s then
+    fail('profile: nemo: rocprofv3: steps cannot be honoured (rocprofv3 has no capture range for '
+      .. "NeMo's cudaProfilerStart/Stop); omit steps to trace the whole run")
   end
-  return system_wrap(cmd, opts, false)
+  local out, traces = system_wrap(cmd, opts, s ~= nil)
+  if s then
+    append(out.argv, string.format('profile.nsys=[%d, %d]', s[1] - 1, s[2]))
+    traces = { join(opts.output, 'nsys_rank0.nsys-rep') }
+  end
+  return out, traces
 end
 
 -- The reference trainer reads Megatron's profiler arguments with Megatron's meaning

@@ -604,10 +604,11 @@ describe('profiling (the profile field and --profile)', function()
   end)
 
   it('makes what a framework cannot do a plan error naming the platform', function()
-    local plan = one('nemo'):plan({ profile = 'torch:1-2' })
+    local plan = one('nemo'):plan({ profile = 'rocprofv3:1-2' })
     assert.is_false(plan.ok)
-    assert.are.equal('nvd: profile: nemo: the pre-training recipe has no PyTorch-profiler '
-      .. 'setting', finding(plan, 'error', 'nemo').message)
+    assert.are.equal("nvd: profile: nemo: rocprofv3: steps cannot be honoured (rocprofv3 has no "
+      .. "capture range for NeMo's cudaProfilerStart/Stop); omit steps to trace the whole run",
+      finding(plan, 'error', 'nemo').message)
     assert.are.equal('profile', finding(plan, 'error', 'nemo').key)
     assert.are.equal('nvd', finding(plan, 'error', 'nemo').platform)
     assert.are.equal(0, #plan.runs)

@@ -360,8 +360,7 @@ describe('tp.profile', function()
     it('refuses what a framework cannot express', function()
       local ok, err = pcall(profile.apply, 'nemo', MEG, { tool = 'torch', output = '/p' })
       assert.is_false(ok)
-      assert.are.equal('profile: nemo: the pre-training recipe has no PyTorch-profiler setting',
-        err)
+      assert.are.equal('profile: nemo: the PyTorch profiler needs steps = { first, last }', err)
       ok, err = pcall(profile.apply, 'primus', MEG, { tool = 'nsys', steps = { 1, 2 },
         output = '/p' })
       assert.is_false(ok)
@@ -383,6 +382,18 @@ describe('tp.profile', function()
       assert.are.equal('nsys', out.argv[1])
       assert.is_nil(table.concat(out.argv, ' '):find('capture-range', 1, true))
       assert.are.same({ '/p/nsys_rank<RANK>.nsys-rep' }, traces)
+    end)
+
+    it("gives nemo's driver its profiler callbacks for a window of steps", function()
+      -- NeMo's callbacks count completed steps: steps 5..7 start at 4 and end at 7.
+      local out, traces = profile.apply('nemo', MEG, { tool = 'torch', steps = { 5, 7 },
+        output = "/r/it's" })
+      assert.are.equal("profile.torch=[4, 7, '/r/it\\'s']", out.argv[#out.argv])
+      assert.are.same({ "/r/it's/device/rank-<RANK>.json" }, traces)
+      out, traces = profile.apply('nemo', MEG, { tool = 'nsys', steps = { 5, 7 }, output = '/p' })
+      assert.are.equal('profile.nsys=[4, 7]', out.argv[#out.argv])
+      assert.truthy(table.concat(out.argv, ' '):find('--capture-range=cudaProfilerApi', 1, true))
+      assert.are.same({ '/p/nsys_rank0.nsys-rep' }, traces)
     end)
   end)
 end)

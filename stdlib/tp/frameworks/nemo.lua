@@ -46,7 +46,7 @@ import nemo_run as run
 from nemo.collections import llm
 
 FACTORY = ('recipe.dir', 'recipe.name', 'recipe.num_nodes', 'recipe.num_gpus_per_node')
-SPECIAL = ('seed', 'data.paths', 'data.tokenizer')
+SPECIAL = ('seed', 'data.paths', 'data.tokenizer', 'profile.torch', 'profile.nsys')
 TITLE = 'nemo recipe arguments'
 
 
@@ -85,6 +85,33 @@ def convert(path, value):
 def tokenizer(name):
     from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
     return run.Config(AutoTokenizer, pretrained_model_name=name)
+
+
+def add_profiler(recipe, special, shown):
+    # profile.torch=[start_step, end_step, trace_dir], profile.nsys=[start_step, end_step]:
+    # NeMo's own profiler callbacks on the recipe's trainer (steps as the callbacks count them).
+    if 'profile.torch' not in special and 'profile.nsys' not in special:
+        return
+    if recipe.trainer.callbacks is None:
+        recipe.trainer.callbacks = []
+    if 'profile.torch' in special:
+        try:
+            from nemo.lightning.pytorch.callbacks.pytorch_profiler import PytorchProfilerCallback
+        except ImportError as e:
+            sys.exit('nemo_pretrain: profile.torch: this NeMo has no PytorchProfilerCallback '
+                     '(nemo/lightning/pytorch/callbacks/pytorch_profiler.py): %s' % e)
+        start, end, trace_dir = special['profile.torch']
+        os.makedirs(trace_dir, exist_ok=True)
+        recipe.trainer.callbacks.append(run.Config(
+            PytorchProfilerCallback, start_step=start, end_step=end,
+            warmup_steps=0, active_steps=end - start, trace_dir=trace_dir))
+        shown['profile.torch'] = special['profile.torch']
+    if 'profile.nsys' in special:
+        from nemo.lightning.pytorch.callbacks.nsys import NsysCallback
+        start, end = special['profile.nsys']
+        recipe.trainer.callbacks.append(run.Config(
+            NsysCallback, start_step=start, end_step=end, ranks=[0]))
+        shown['profile.nsys'] = special['profile.nsys']
 
 
 def print_arguments(shown):
@@ -128,6 +155,7 @@ def main(argv):
         recipe.data.tokenizer = tokenizer(special['data.tokenizer'])
     if 'data.tokenizer' in special:
         shown['data.tokenizer'] = special['data.tokenizer']
+    add_profiler(recipe, special, shown)
     if 'seed' in special:
         from lightning.pytorch import seed_everything
         seed_everything(special['seed'])
