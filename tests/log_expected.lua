@@ -109,6 +109,21 @@ function M.summary(section, framework)
   return e
 end
 
+--- The diagnostic kinds a parsed log has (of `severity` when given), sorted, comma-joined.
+---@param log table tp.log's result
+---@param severity? string
+---@return string
+function M.log_kinds(log, severity)
+  local out = {}
+  for _, d in ipairs(log.diagnostics) do
+    if not severity or d.severity == severity then
+      out[#out + 1] = d.kind
+    end
+  end
+  table.sort(out)
+  return table.concat(out, ',')
+end
+
 --- Reads tests/fixtures/logs/<framework>/EXPECTED.md; returns {file = summary} or nil.
 function M.read(path, framework)
   local f = io.open(path, 'rb')

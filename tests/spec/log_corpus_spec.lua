@@ -30,16 +30,7 @@ local function close(a, b, rel)
   return math.abs(a - b) <= rel * scale
 end
 
-local function kinds(log, severity)
-  local out = {}
-  for _, d in ipairs(log.diagnostics) do
-    if d.severity == severity then
-      out[#out + 1] = d.kind
-    end
-  end
-  table.sort(out)
-  return table.concat(out, ',')
-end
+local kinds = expected.log_kinds
 
 -- What the parser gives, in the summary's terms.
 local function got_summary(log)

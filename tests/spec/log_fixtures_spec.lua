@@ -51,16 +51,7 @@ local function count(t)
   return n
 end
 
-local function kinds(log, severity)
-  local out = {}
-  for _, d in ipairs(log.diagnostics) do
-    if not severity or d.severity == severity then
-      out[#out + 1] = d.kind
-    end
-  end
-  table.sort(out)
-  return table.concat(out, ',')
-end
+local kinds = require('log_expected').log_kinds
 
 -- The checks every fixture gets, from the "quantity | expected" table of EXPECTED.md.
 local function check_summary(log, e)
