@@ -354,6 +354,9 @@ function M.check(plan, opts)
       message = message, fix = fix ~= '' and fix or nil, order = #report.findings }
   end
   local remote = plan.launcher == 'slurm'
+  -- In a container, the framework and the paths the runs see are the image's and its mounts':
+  -- what this machine cannot see there is a warning, and the parser is not run from here.
+  local container = plan.launcher == 'container'
   local runs = entry.runs
   if remote then
     check_slurm(entry, add)
@@ -376,7 +379,8 @@ function M.check(plan, opts)
     local key = run.framework .. '\0' .. tostring(run.config.paths
       and run.config.paths.framework_dir)
     if dirs[key] == nil then
-      local ok, dir = pf.install(run, add, { remote = remote })
+      local ok, dir = pf.install(run, add, { remote = remote or container,
+        where = container and ' (from this machine; the container image may hold it)' or nil })
       dirs[key] = ok and { dir = dir } or false
     end
     -- One parser run per distinct set of flags (sweep points change values, not names).
@@ -389,10 +393,15 @@ function M.check(plan, opts)
     local fkey = key .. '\0' .. table.concat(names, ' ')
     if dirs[key] and not flagsets[fkey] then
       flagsets[fkey] = true
-      pf.arguments(run, dirs[key].dir, add)
+      if container then
+        add('info', 'arguments', string.format("%s: the framework's parser runs in the container "
+          .. 'image, not here; the arguments are checked when the run starts', run.framework), '')
+      else
+        pf.arguments(run, dirs[key].dir, add)
+      end
     end
   end
-  check_data(runs, add, remote)
+  check_data(runs, add, remote or container)
   check_output(plan, runs, add)
   table.sort(report.findings, function(a, b)
     if RANK[a.severity] ~= RANK[b.severity] then

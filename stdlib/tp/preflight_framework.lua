@@ -112,8 +112,8 @@ end
 --- entry script or interpreter, and for a version older than the adapter's.
 ---@param run table a plan run (with `process`, the adapter's per-process command)
 ---@param add fun(severity: string, check: string, message: string, fix: string)
----@param opts table {remote?: boolean} remote: the run starts elsewhere (Slurm), so what this
----  machine cannot see is a warning
+---@param opts table {remote?: boolean, where?: string} remote: the run starts elsewhere (Slurm,
+---  a container), so what this machine cannot see is a warning; `where` says so in the message
 ---@return boolean ok false when the checkout is missing (nothing more to check there)
 ---@return string|nil dir the checkout, nil for an installed package
 function M.install(run, add, opts)
@@ -121,7 +121,8 @@ function M.install(run, add, opts)
   local p = run.process or {}
   local dir = framework_dir(run)
   local missing = opts.remote and 'warning' or 'error'
-  local where = opts.remote and ' (from this machine; the compute nodes may see it)' or ''
+  local where = opts.where
+    or (opts.remote and ' (from this machine; the compute nodes may see it)' or '')
   if dir and not fs.is_dir(dir) then
     add(missing, 'framework', string.format('%s: %s does not exist%s', run.framework, dir, where),
       'set paths.framework_dir to the checkout of ' .. run.framework)

@@ -147,6 +147,19 @@ describe('tplua preflight', function()
       r.stdout)
   end)
 
+  it('leaves the framework inside a container image to the image (a warning)', function()
+    local dir = h.tmpdir()
+    local path = megatron_recipe(dir, '/workspace/Megatron-LM')
+    h.write(path, h.read(path):gsub("results = ", "container = { image = 'nvcr.io/nvidia/"
+      .. "pytorch:25.01-py3' },\n  results = ", 1))
+    local r = h.run({ 'preflight', path, '--launcher', 'container' },
+      { env = { TPLUA_GPU_LIBPATH = fakes('h100x8') } })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'warning framework megatron: /workspace/Megatron-LM does not '
+      .. 'exist (from this machine; the container image may hold it)'), r.stdout)
+    assert.is_true(has(r.stdout, 'preflight: passed (0 error(s), 1 warning(s)'), r.stdout)
+  end)
+
   it("runs Megatron-LM's parser: accepted, then a flag it does not know, then too old", function()
     local dir = h.tmpdir()
     local mdir = dir .. '/Megatron-LM'
