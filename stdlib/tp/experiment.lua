@@ -1087,7 +1087,7 @@ end
 
 -- A record's MFU and GPU energy per token (with its basis), computed as tp.compare does
 -- (tp.efficiency): `hardware` is the catalog id given for its platform, if any.
-local function record_mfu(rec, model, hardware, platform)
+local function record_efficiency(rec, model, hardware, platform)
   local efficiency = require('tp.efficiency')
   local run = efficiency.run_fields(rec, { model = model, platform = platform })
   local o = { hardware = hardware, group = platform }
@@ -1128,7 +1128,8 @@ function M.summarize(records, opts)
       g.step[#g.step + 1] = pm.avg_step_time_seconds
     end
     local model = type(rec.model) == 'string' and rec.model or opts.model
-    local mfu, joules, basis = record_mfu(rec, model, opts.hardware and opts.hardware[p], p)
+    local mfu, joules, basis = record_efficiency(rec, model,
+      opts.hardware and opts.hardware[p], p)
     if mfu then
       g.mfu[#g.mfu + 1] = mfu
     end

@@ -228,7 +228,9 @@ local function check_output(plan, runs, add)
       tostring(err)), 'choose another --results directory')
     return
   end
-  local probe = dir .. '/.tplua-preflight-' .. os.tmpname():match('[^/]*$')
+  -- A real write, as the runs will make (write_atomic's own temporary file keeps concurrent
+  -- preflights apart).
+  local probe = dir .. '/.tplua-preflight-write-check'
   local wok, werr = fs.write_atomic(probe, 'preflight\n')
   os.remove(probe)
   if not wok then

@@ -168,14 +168,28 @@ local function system_wrap(cmd, opts, ranged)
   return out, traces
 end
 
+-- The PyTorch profiler traces a window of steps: `steps` is required.
+local function need_steps(framework, s)
+  if not s then
+    fail('profile: %s: the PyTorch profiler needs steps = { first, last }', framework)
+  end
+end
+
+-- rocprofv3 has no capture range for a framework's cudaProfilerStart/Stop: the whole run only.
+-- `label` prefixes the message ('' or 'nemo: '), `whose` names the framework's range.
+local function rocprof_whole_run(opts, label, whose)
+  if opts.tool == 'rocprofv3' and opts.steps then
+    fail('profile: %srocprofv3: steps cannot be honoured (rocprofv3 has no capture range for '
+      .. '%s cudaProfilerStart/Stop); omit steps to trace the whole run', label, whose)
+  end
+end
+
 local APPLY = {}
 
 function APPLY.megatron(cmd, opts)
   local s = opts.steps
   if opts.tool == 'torch' then
-    if not s then
-      fail('profile: megatron: the PyTorch profiler needs steps = { first, last }')
-    end
+    need_steps('megatron', s)
     local out = copy(cmd)
     local first, last = megatron_range(s)
     -- arguments.py _add_training_args: --profile, --use-pytorch-profiler,
@@ -185,10 +199,7 @@ function APPLY.megatron(cmd, opts)
       '--profile-step-end', last, '--profile-ranks', '0', '--tensorboard-dir', opts.output)
     return out, { join(opts.output, '*.pt.trace.json') }
   end
-  if opts.tool == 'rocprofv3' and s then
-    fail('profile: rocprofv3: steps cannot be honoured (rocprofv3 has no capture range for '
-      .. "Megatron's cudaProfilerStart/Stop); omit steps to trace the whole run")
-  end
+  rocprof_whole_run(opts, '', "Megatron's")
   local out, traces = system_wrap(cmd, opts, s ~= nil)
   if s then
     local first, last = megatron_range(s)
@@ -205,9 +216,7 @@ function APPLY.primus(cmd, opts)
     fail('profile: primus: %s cannot wrap the workers; primus-cli starts torchrun itself '
       .. "(use tool = 'torch')", opts.tool)
   end
-  if not s then
-    fail('profile: primus: the PyTorch profiler needs steps = { first, last }')
-  end
+  need_steps('primus', s)
   local out = copy(cmd)
   local first, last = megatron_range(s)
   -- Megatron's arguments as Primus command-line overrides (`--name value` after --config, as
@@ -227,9 +236,7 @@ function APPLY.torchtitan(cmd, opts)
     end
     return system_wrap(cmd, opts, false)
   end
-  if not s then
-    fail('profile: torchtitan: the PyTorch profiler needs steps = { first, last }')
-  end
+  need_steps('torchtitan', s)
   -- torchtitan/tools/profiling.py maybe_enable_profiling: schedule(wait = profile_freq -
   -- (warmup + active), warmup, active), repeating every profile_freq steps; traces in
   -- <dump_folder>/<save_traces_folder>/iteration_<step>/rank<r>_trace.json.
@@ -257,18 +264,13 @@ end
 function APPLY.nemo(cmd, opts)
   local s = opts.steps
   if opts.tool == 'torch' then
-    if not s then
-      fail('profile: nemo: the PyTorch profiler needs steps = { first, last }')
-    end
+    need_steps('nemo', s)
     local out = copy(cmd)
     append(out.argv, string.format('profile.torch=[%d, %d, %s]', s[1] - 1, s[2],
       py_string(opts.output)))
     return out, { join(opts.output, 'device/rank-<RANK>.json') }
   end
-  if opts.tool == 'rocprofv3' and s then
-    fail('profile: nemo: rocprofv3: steps cannot be honoured (rocprofv3 has no capture range for '
-      .. "NeMo's cudaProfilerStart/Stop); omit steps to trace the whole run")
-  end
+  rocprof_whole_run(opts, 'nemo: ', "NeMo's")
   local out, traces = system_wrap(cmd, opts, s ~= nil)
   if s then
     append(out.argv, string.format('profile.nsys=[%d, %d]', s[1] - 1, s[2]))
@@ -284,19 +286,14 @@ end
 function APPLY.reference(cmd, opts)
   local s = opts.steps
   if opts.tool == 'torch' then
-    if not s then
-      fail('profile: reference: the PyTorch profiler needs steps = { first, last }')
-    end
+    need_steps('reference', s)
     local out = copy(cmd)
     local first, last = megatron_range(s)
     append(out.argv, '--profile', '--use-pytorch-profiler', '--profile-step-start', first,
       '--profile-step-end', last, '--profile-dir', opts.output)
     return out, { join(opts.output, 'rank<RANK>_trace.json') }
   end
-  if opts.tool == 'rocprofv3' and s then
-    fail('profile: rocprofv3: steps cannot be honoured (rocprofv3 has no capture range for '
-      .. "the trainer's cudaProfilerStart/Stop); omit steps to trace the whole run")
-  end
+  rocprof_whole_run(opts, '', "the trainer's")
   local out, traces = system_wrap(cmd, opts, s ~= nil)
   if s then
     local first, last = megatron_range(s)
