@@ -411,6 +411,42 @@ static int exe_dir(char *out, size_t size) {
   return w > 0 && (size_t)w < size;
 }
 
+// Modules that moved into packages (stdlib/tp/_moved.lua maps old name -> new name): after the
+// file searchers found nothing, `require 'tp.config'` loads 'tp.plan.config', the same table.
+static int moved_loader(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+static int moved_searcher(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  if (strncmp(name, "tp.", 3) != 0 || strcmp(name, "tp._moved") == 0) {
+    return 0;
+  }
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tp._moved");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
+    return 0;  // a stdlib without the map (TPLUA_PATH at a test tree): nothing moved
+  }
+  if (lua_getfield(L, -1, name) != LUA_TSTRING) {
+    lua_pushfstring(L, "no module '%s' in tp._moved", name);
+    return 1;
+  }
+  lua_pushcclosure(L, moved_loader, 1);  // the loader closes over the new name
+  lua_getfield(L, -2, name);               // its second value: the new name
+  return 2;
+}
+
+static void add_moved_searcher(lua_State *L) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "searchers");
+  lua_pushcfunction(L, moved_searcher);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_pop(L, 2);
+}
+
 static void set_stdlib_path(lua_State *L, int ignore_env) {
   char candidate[PATH_MAX];
   const char *dir = NULL;
@@ -612,7 +648,7 @@ static void l_print(lua_State *L) {
   }
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "tp.repl");
+  lua_pushliteral(L, "tp.present.repl");
   if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
     lua_getfield(L, -1, "print");
     lua_remove(L, -2);
@@ -970,6 +1006,7 @@ static int pmain(lua_State *L) {
   luaL_requiref(L, "tp._host", luaopen_tp__host, 0);
   lua_pop(L, 1);
   set_stdlib_path(L, args & HAS_BIGE);
+  add_moved_searcher(L);
   createargtable(L, argv, argc, script);
   const char *stress = (args & HAS_BIGE) ? NULL : getenv("TPLUA_GC_STRESS");
   if (stress && *stress && strcmp(stress, "0") != 0) {

@@ -159,7 +159,7 @@ function M.run(args)
     for m in opts.metrics:gmatch('[^,%s]+') do
       metrics_list[#metrics_list + 1] = m
     end
-    local compare = require('tp.compare')
+    local compare = require('tp.analyse.compare')
     for _, m in ipairs(metrics_list) do
       if not compare.METRICS[m] then
         return usage_error(string.format("unknown metric '%s' in --metrics", m))
@@ -175,7 +175,7 @@ function M.run(args)
       opts.convention))
   end
   if opts.methodology then
-    local m, merr = require('tp.methodology').get(opts.methodology)
+    local m, merr = require('tp.plan.methodology').get(opts.methodology)
     if not m then
       return usage_error(merr)
     end
@@ -187,7 +187,7 @@ function M.run(args)
     return usage_error('--n-boot must be between 1 and 10000000')
   end
 
-  local results = require('tp.results')
+  local results = require('tp.analyse.results')
   local set, lerr = results.load(inputs, { recursive = not opts.no_recursive,
     index = opts.index == true })
   if not set then
@@ -203,11 +203,11 @@ function M.run(args)
     return 1
   end
   local by = opts.by or 'platform'
-  local convergence = require('tp.convergence')
+  local convergence = require('tp.analyse.convergence')
   local conv = convergence.check_set(set, { by = by })
-  local audit = require('tp.audit').compare(set, { by = by, methodology = opts.methodology,
+  local audit = require('tp.analyse.audit').compare(set, { by = by, methodology = opts.methodology,
     loss_findings = conv.by_run })
-  local cmp, cerr = require('tp.compare').compare(set, {
+  local cmp, cerr = require('tp.analyse.compare').compare(set, {
     by = by, baseline = opts.baseline, metrics = metrics_list, seed = opts.seed,
     n_boot = opts.n_boot, train_tokens = opts.tokens, convention = opts.convention,
     prices = prices, hardware = hw, methodology = opts.methodology,
@@ -220,10 +220,10 @@ function M.run(args)
   for i, gr in ipairs(cmp.groups) do
     order[i] = gr.value
   end
-  local stack = require('tp.stack').table(set, { by = by, order = order })
+  local stack = require('tp.analyse.stack').table(set, { by = by, order = order })
 
   if opts.csv then
-    local csv = require('tp.compare_csv')
+    local csv = require('tp.analyse.compare_csv')
     local ok, werr = csv.write(opts.csv, csv.format(set, cmp))
     if not ok then
       io.stderr:write(string.format('tplua compare: cannot write the CSV: %s\n', werr))
@@ -298,14 +298,14 @@ function M.run(args)
     end
   end
   out:write('\n')
-  out:write(require('tp.stack').format(stack))
+  out:write(require('tp.analyse.stack').format(stack))
   out:write('\n')
   print_findings(out, string.format('audit (%s, %s)', audit.methodology,
     audit.methodology_source), audit.findings)
   out:write('\n')
   print_findings(out, 'convergence', sorted_by_severity(conv.findings))
   out:write('\n')
-  out:write(require('tp.compare').format(cmp))
+  out:write(require('tp.analyse.compare').format(cmp))
   out:write('\n')
   if audit.valid then
     local nw = audit.counts.warning or 0

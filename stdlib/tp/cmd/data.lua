@@ -69,7 +69,7 @@ local function plot_lengths(st, prefix, path)
     return nil, '--plot: the file must end in .png or .svg: ' .. path
   end
   local name = prefix:gsub('%.bin$', ''):gsub('%.idx$', ''):match('[^/]*$')
-  return require('tp.plot').render({ kind = 'bars', title = 'sequence lengths of ' .. name,
+  return require('tp.present.plot').render({ kind = 'bars', title = 'sequence lengths of ' .. name,
     xlabel = 'tokens per sequence', ylabel = 'sequences',
     categories = cats, series = { { title = 'sequences', values = counts } } },
     { format = format, path = path })

@@ -350,8 +350,8 @@ end
 -- `ident` holds the identity options for this LOG (from_log's opts: platform, framework, model,
 -- hardware, ...).
 local function extract_one(path, opts, ident)
-  local log_mod = require('tp.log')
-  local record = require('tp.record')
+  local log_mod = require('tp.parse.log')
+  local record = require('tp.parse.record')
   -- One read of the file: the scanner's chunks are hashed (source.sha256) by a second thread.
   local log, err = log_mod.parse(path, {
     format = opts.format,
@@ -406,7 +406,7 @@ end
 local function identity(opts)
   local ident = {}
   if opts.platform then
-    local known = require('tp.record').PLATFORMS
+    local known = require('tp.parse.record').PLATFORMS
     if not contains(known, opts.platform) then
       return nil, "option '--platform': " .. unknown('platform', opts.platform, known)
     end
@@ -424,14 +424,14 @@ local function identity(opts)
     ident.framework = opts.framework
   end
   if opts.model then
-    local models = require('tp.models')
+    local models = require('tp.plan.models')
     if not models.get(opts.model) then
       return nil, "option '--model': " .. unknown('model', opts.model, models.ids())
     end
     ident.model = opts.model
   end
   if opts.gpu then
-    local hardware = require('tp.hardware')
+    local hardware = require('tp.plan.hardware')
     local row = hardware.get(opts.gpu)
     if not row then
       return nil, "option '--gpu': " .. unknown('GPU', opts.gpu, hardware.ids())
@@ -445,14 +445,14 @@ local function identity(opts)
     ident.hardware = row.id
   end
   if opts.precision then
-    local known = require('tp.record').PRECISIONS
+    local known = require('tp.parse.record').PRECISIONS
     if not contains(known, opts.precision) then
       return nil, "option '--precision': " .. unknown('precision', opts.precision, known)
     end
     ident.precision = opts.precision
   end
   if opts.methodology then
-    local meth = require('tp.methodology')
+    local meth = require('tp.plan.methodology')
     if not meth.get(opts.methodology) then
       return nil, "option '--methodology': " .. unknown('methodology', opts.methodology,
         meth.list())
@@ -491,7 +491,7 @@ function M.run(args)
     end
   end
   if opts.format then
-    local known = require('tp.log').formats()
+    local known = require('tp.parse.log').formats()
     local found = false
     for _, f in ipairs(known) do
       found = found or f == opts.format
@@ -543,7 +543,7 @@ function M.run(args)
   end
 
   local status = 0
-  local record = require('tp.record')
+  local record = require('tp.parse.record')
   for i, path in ipairs(logs) do
     ident.run_id = ids and ids[i]
     local rec, code = extract_one(path, opts, ident)

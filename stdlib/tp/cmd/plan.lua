@@ -40,7 +40,7 @@ exit status: 0 when the plan has no error, 1 when it has errors or the file cann
 local function is_config(path)
   local low = path:lower()
   return low:match('%.ya?ml$') ~= nil or low:match('%.json$') ~= nil
-    or require('tp.config_env').is_env_file(path)
+    or require('tp.plan.config_env').is_env_file(path)
 end
 
 -- Removes `--model ID` (or --model=ID) from the flags; returns the id, or nil, a usage error.
@@ -74,9 +74,9 @@ local function load_config(path, model)
     return nil, string.format('%s: is a directory, a config file expected', path)
   end
   local spec, err
-  if require('tp.config_env').is_env_file(path) then
+  if require('tp.plan.config_env').is_env_file(path) then
     local notes
-    spec, notes = require('tp.config_env').load(path, { model = model })
+    spec, notes = require('tp.plan.config_env').load(path, { model = model })
     if not spec then
       return nil, notes
     end
@@ -84,7 +84,7 @@ local function load_config(path, model)
       io.stderr:write(string.format('tplua plan: note: %s\n', n))
     end
   else
-    spec, err = require('tp.config').load(path, { model = model })
+    spec, err = require('tp.plan.config').load(path, { model = model })
     if not spec then
       return nil, (err:gsub('choose one with opts%.model', 'choose one with --model KEY'))
     end
@@ -116,7 +116,7 @@ function M.run(args)
     io.stderr:write(string.format('tplua plan: %s\n', err))
     return 1
   end
-  if require('tp.campaign').is_campaign(exp) then
+  if require('tp.run.campaign').is_campaign(exp) then
     if #rest > 0 then
       return require('tp.cli').usage_error('plan', 'a campaign file takes no flags: '
         .. rest[1], M.usage)

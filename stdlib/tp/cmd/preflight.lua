@@ -67,7 +67,7 @@ function M.run(args)
     io.stderr:write(string.format('tplua preflight: %s\n', err))
     return 1
   end
-  if require('tp.campaign').is_campaign(exp) then
+  if require('tp.run.campaign').is_campaign(exp) then
     io.stderr:write('tplua preflight: ' .. path .. ' is a campaign file; preflight checks a '
       .. 'recipe (tp.experiment)\n')
     return 1
@@ -93,7 +93,7 @@ function M.run(args)
     io.stderr:write('tplua preflight: ' .. why .. '\n')
     return 1
   end
-  local preflight = require('tp.preflight')
+  local preflight = require('tp.run.preflight')
   local report = preflight.check(plan, { platform = platform, probe = probe })
   if as_json then
     io.stdout:write(require('tp.json').encode(report, { pretty = true }), '\n')

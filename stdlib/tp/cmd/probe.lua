@@ -2,7 +2,7 @@
 -- their versions, and the catalog row (with peaks) each device matches.
 local cli = require('tp.cli')
 local gpu = require('tp.gpu')
-local hardware = require('tp.hardware')
+local hardware = require('tp.plan.hardware')
 
 local M = {
   summary = 'show the GPUs, their driver/runtime stacks and catalog peaks',
@@ -167,7 +167,7 @@ end
 -- The machine's environment inventory (tp.provenance), as run records carry it; with `python`,
 -- also that interpreter's versions and its torch's (importing torch takes a second or so).
 local function environment(probe, python)
-  local inv = require('tp.provenance').inventory({ probe = probe, python = python })
+  local inv = require('tp.run.provenance').inventory({ probe = probe, python = python })
   return require('tp.secrets').new({}):value(inv)
 end
 

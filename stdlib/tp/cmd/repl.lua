@@ -33,13 +33,13 @@ function M.run(args)
   local tp = require('tp')
   rawset(_G, 'tp', tp)
   if args[1] then
-    local results = require('tp.results')
+    local results = require('tp.analyse.results')
     local set, err = results.load(args)
     if not set then
       io.stderr:write('tplua repl: ', tostring(err), '\n')
       return 1
     end
-    local rr = require('tp.results_repl')
+    local rr = require('tp.present.results_repl')
     local R = rr.install(set)
     io.stdout:write(rr.banner(R, args))
     io.stdout:flush()

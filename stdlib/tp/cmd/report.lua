@@ -64,7 +64,7 @@ function M.run(args)
       return cli.usage_error('report', string.format("--hardware '%s': GROUP=ID expected " ..
         '(e.g. amd=mi300x)', spec), M.usage)
     end
-    local row, herr = require('tp.hardware').get(id)
+    local row, herr = require('tp.plan.hardware').get(id)
     if not row then
       return cli.usage_error('report', string.format('--hardware %s: %s', spec, tostring(herr)),
         nil)
@@ -72,8 +72,8 @@ function M.run(args)
     hw = hw or {}
     hw[group] = id
   end
-  local results = require('tp.results')
-  local report = require('tp.report')
+  local results = require('tp.analyse.results')
+  local report = require('tp.present.report')
   local set, err = results.load(dirs)
   if not set then
     io.stderr:write('tplua report: ', tostring(err), '\n')
@@ -88,7 +88,7 @@ function M.run(args)
     baseline = tonumber(baseline)  -- a numeric key (gbs, seed) typed on the command line
   end
   if opts.methodology then
-    local m, merr = require('tp.methodology').get(opts.methodology)
+    local m, merr = require('tp.plan.methodology').get(opts.methodology)
     if not m then
       return cli.usage_error('report', tostring(merr), nil)
     end
@@ -106,7 +106,7 @@ function M.run(args)
   end
   local out = io.stdout
   if opts.csv then
-    local csv = require('tp.compare_csv')
+    local csv = require('tp.analyse.compare_csv')
     local ok, cerr = csv.write(opts.csv, csv.format(res.model.set, res.model.compare))
     if not ok then
       io.stderr:write('tplua report: cannot write the CSV: ', tostring(cerr), '\n')

@@ -66,7 +66,7 @@ function M.run(args)
     io.stderr:write(string.format('tplua run: %s\n', err))
     return 1
   end
-  if require('tp.campaign').is_campaign(exp) then
+  if require('tp.run.campaign').is_campaign(exp) then
     return run_campaign(exp, rest)
   end
   return exp:cli(rest, 'run', 'tplua run ' .. path)

@@ -68,38 +68,8 @@ local function write_state(path, t)
   assert(fs.write_atomic(path, json.encode(t, { sort_keys = true, pretty = true }) .. '\n'))
 end
 
---- Asks Slurm about a job: scontrol first (live and recently finished jobs), then sacct (when
---- accounting exists). Returns { state, exit_code, signal, reason, nodelist, source } or nil.
-function M.query(job)
-  local proc = require('tp.proc')
-  local slurm = require('tp.launch.slurm')
-  local r = proc.run({ 'scontrol', 'show', 'job', '-o', tostring(job) }, { timeout = 60 })
-  if r and r.code == 0 then
-    for line in r.stdout:gmatch('[^\n]+') do
-      local kv = slurm.parse_scontrol(line)
-      if kv.JobId == tostring(job) and kv.JobState then
-        local code, sig = (kv.ExitCode or ''):match('^(%d+):(%d+)$')
-        return { state = kv.JobState:match('^(%S+)'), exit_code = math.tointeger(tonumber(code)),
-          signal = math.tointeger(tonumber(sig)), reason = kv.Reason,
-          nodelist = kv.NodeList, source = 'scontrol' }
-      end
-    end
-  end
-  r = proc.run({ 'sacct', '-j', tostring(job), '-X', '-n', '-P', '-o',
-    'JobID,State,ExitCode,NodeList,Reason' }, { timeout = 60 })
-  if r and r.code == 0 then
-    for line in r.stdout:gmatch('[^\n]+') do
-      local id, state, exit, nodes, reason = line:match('^([^|]*)|([^|]*)|([^|]*)|([^|]*)|?(.*)$')
-      if id == tostring(job) then
-        local code, sig = (exit or ''):match('^(%d+):(%d+)$')
-        return { state = state:match('^(%S+)'), exit_code = math.tointeger(tonumber(code)),
-          signal = math.tointeger(tonumber(sig)), reason = reason, nodelist = nodes,
-          source = 'sacct' }
-      end
-    end
-  end
-  return nil
-end
+-- The job's state from the scheduler (tp.launch.slurm.query, kept here for callers of old).
+M.query = require('tp.launch.slurm').query
 
 local function node_logs(dir)
   local fs = require('tp.fs')

@@ -134,13 +134,13 @@ function M.install(run, add, opts)
       run.framework, p.entry, where), 'check paths.framework_dir: it must be the checkout root')
   end
   local interp = type(p.argv) == 'table' and p.argv[1]
-  if interp and not opts.remote and not require('tp.profile').which(interp,
+  if interp and not opts.remote and not require('tp.plan.profile').which(interp,
     p.env and p.env.PATH or nil) then
     add('error', 'framework', string.format('%s: the interpreter %s is not found in PATH',
       run.framework, interp), 'install it, or put its directory first in PATH')
   end
   if dir then
-    local v, file = require('tp.provenance').framework_version(run.framework, dir)
+    local v, file = require('tp.run.provenance').framework_version(run.framework, dir)
     local min = M.MIN_VERSION[run.framework]
     if v and min and version_less(v, min) then
       add('error', 'framework', string.format('%s: version %s (%s) is older than %s, the oldest '

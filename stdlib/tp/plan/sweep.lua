@@ -3,7 +3,7 @@
 -- ordering and repeats; `sweep:plan(base)` lists the runs, each with a stable id: the SHA-256 of
 -- the canonical JSON of its effective config (sorted keys, fixed number formatting), so a
 -- journal can recognise a run across invocations and resume.
-local config = require('tp.config')
+local config = require('tp.plan.config')
 
 local M = {}
 
@@ -440,7 +440,7 @@ function Sweep:expand(base, opts)
     if entry.status == 'ok' and self.prune and not opts.no_prune and entry.memory
       and entry.memory.status == 'exceeds' then
       entry.status = 'pruned'
-      entry.reason = 'memory: estimate ' .. require('tp.memory').format(entry.memory)
+      entry.reason = 'memory: estimate ' .. require('tp.plan.memory').format(entry.memory)
     end
     out[#out + 1] = entry
   end

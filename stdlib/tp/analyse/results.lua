@@ -11,7 +11,7 @@ local M = {}
 local null = json.null
 
 --- The schema of the run records this module reads.
-M.SCHEMA = require('tp.record').SCHEMA
+M.SCHEMA = require('tp.parse.record').SCHEMA
 
 --- Per-iteration fields read lazily from the file on first access (kept out of the summary).
 M.DETAIL_FIELDS = { 'records', 'iterations', 'step_times', 'loss_values', 'learning_rates',
@@ -441,7 +441,7 @@ local function summarise(doc, path, kind, nonfinite)
   -- Energy per token as compare and reports take it (tp.efficiency): the record's measured
   -- value first, else the TDP estimate; energy_basis says which ('measured' or 'estimated').
   if s.energy_metrics or s.tokens_per_s then
-    local ok, jpt, basis = pcall(require('tp.efficiency').energy, s)
+    local ok, jpt, basis = pcall(require('tp.analyse.efficiency').energy, s)
     if ok and jpt then
       s.joules_per_token, s.energy_basis = jpt, basis:match('^%a+')
     end
@@ -564,7 +564,7 @@ end
 local function classify(doc, path, explicit)
   local schema = doc.schema
   if schema ~= nil and not is_null(schema) then
-    local record = require('tp.record')
+    local record = require('tp.parse.record')
     if record.readable(schema) then
       return 'run'
     end
@@ -742,7 +742,7 @@ local function plan_dir(plan, dir, root, opts, seen, dirs_seen, indexes)
           plan_dir(plan, p, root, opts, seen, dirs_seen, indexes)
         end
       elseif t == 'file' and e.name:match('%.json$')
-        and not require('tp.profile').is_trace_name(e.name) then
+        and not require('tp.plan.profile').is_trace_name(e.name) then
         -- A regular file (not a link) is where its directory really is: no realpath(3) per file.
         local rp = e.type == 'file' and (real .. '/' .. e.name) or nil
         plan_file(plan, seen, p, root, false, rp, index, e.name)

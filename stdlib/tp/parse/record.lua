@@ -125,7 +125,7 @@ local function check_opts(opts)
       PRECISION_LIST, opts.precision), 3)
   end
   if opts.hardware ~= nil then
-    local row, err = require('tp.hardware').get(opts.hardware)
+    local row, err = require('tp.plan.hardware').get(opts.hardware)
     if not row then
       error('tp.record.from_log: ' .. err, 3)
     end
@@ -541,7 +541,7 @@ local function add_mfu(perf, cfg, model, hw_id, diags)
   if model == nil then
     missing[#missing + 1] = 'the model'
     flags[#flags + 1] = '--model'
-  elseif not require('tp.models').get(model) then
+  elseif not require('tp.plan.models').get(model) then
     diag(diags, 'missing_config', 'warning', string.format(
       "MFU not computed: model '%s' is not in the model catalog (tp.models)", model))
     return
@@ -571,7 +571,7 @@ local function add_mfu(perf, cfg, model, hw_id, diags)
   if not MFU_PRECISIONS[precision] then
     precision, assumed, source = 'bf16', true, 'assumed'
   end
-  local r, err = require('tp.metrics').mfu({ tokens_per_s = perf.tokens_per_second, gpus = gpus,
+  local r, err = require('tp.parse.metrics').mfu({ tokens_per_s = perf.tokens_per_second, gpus = gpus,
     model = model, seq_len = seq, precision = precision, hardware = hw_id })
   if not r then
     diag(diags, 'missing_config', 'warning', err)
@@ -599,7 +599,7 @@ end
 
 -- gpu_info from a catalog row: its name, the run's GPU count and the catalog id.
 local function gpu_info_of(hw_id, cfg)
-  local row = assert(require('tp.hardware').get(hw_id))
+  local row = assert(require('tp.plan.hardware').get(hw_id))
   return {
     device_name = row.name,
     device_count = math.tointeger(cfg.num_gpus) or null,
@@ -779,7 +779,7 @@ function M.from_log(log, opts)
     -- reported like a flag that overrides the log.
     local shown = (log.meta or {}).device_name
     if type(shown) == 'string' then
-      local row = require('tp.hardware').match({ name = shown })
+      local row = require('tp.plan.hardware').match({ name = shown })
       if row and row.id ~= opts.hardware then
         diag(diags, 'config_override', 'warning', string.format(
           "GPU %s from the command line overrides the log's device '%s' (%s)", opts.hardware,
@@ -808,7 +808,7 @@ function M.from_log(log, opts)
   end
   local meta = log.meta or {}
   rec.status = failed and 'failed' or (meta.completed and 'completed' or 'unknown')
-  rec.outcome = log.outcome or require('tp.log').outcome(log.diagnostics or {}, meta)
+  rec.outcome = log.outcome or require('tp.parse.log').outcome(log.diagnostics or {}, meta)
 
   rec.source = {
     path = opts.path or null,
@@ -873,7 +873,7 @@ local function save_streamed(rec, log, path)
   table.sort(keys)
   -- What building the record left behind goes before the text is produced (peak memory).
   collectgarbage('collect')
-  local out <close>, oerr, ocode = require('tp.log').output(path)
+  local out <close>, oerr, ocode = require('tp.parse.log').output(path)
   if not out then
     return nil, oerr, ocode
   end

@@ -5,9 +5,9 @@
 -- window, FLOPs convention and peak divisor, prices. docs/analysis.md "Comparison".
 local stats = require('tp.stats')
 local json = require('tp.json')
-local metrics = require('tp.metrics')
-local hardware = require('tp.hardware')
-local efficiency = require('tp.efficiency')
+local metrics = require('tp.parse.metrics')
+local hardware = require('tp.plan.hardware')
+local efficiency = require('tp.analyse.efficiency')
 
 local M = {}
 

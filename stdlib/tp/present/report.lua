@@ -3,13 +3,13 @@
 -- the statistics, the comparison table with its basis, the runs, and the plots. Written as
 -- report.md, a self-contained report.html (inline CSS and SVG, no script, no external asset)
 -- and PNG + SVG plots drawn by gnuplot (tp.plot). Every file is replaced atomically.
-local results = require('tp.results')
-local compare = require('tp.compare')
-local audit = require('tp.audit')
-local convergence = require('tp.convergence')
-local efficiency = require('tp.efficiency')
-local stack = require('tp.stack')
-local plot = require('tp.plot')
+local results = require('tp.analyse.results')
+local compare = require('tp.analyse.compare')
+local audit = require('tp.analyse.audit')
+local convergence = require('tp.analyse.convergence')
+local efficiency = require('tp.analyse.efficiency')
+local stack = require('tp.analyse.stack')
+local plot = require('tp.present.plot')
 local fs = require('tp.fs')
 
 local M = {}
@@ -812,7 +812,7 @@ local RUN_COLUMNS = {
 -- write) or absolute.
 local function profile_rows(model)
   local rows = {}
-  local profile = require('tp.profile')
+  local profile = require('tp.plan.profile')
   for _, r in ipairs(model.set:sort(model.by).runs) do
     local p = type(r.profile) == 'table' and r.profile or nil
     if p and type(p.tool) == 'string' then

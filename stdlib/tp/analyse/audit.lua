@@ -4,7 +4,7 @@
 -- effective configurations diffed under the methodology's rules, data identity (mock data, loss
 -- plateau, fingerprints) and the GPU count. Findings are plain tables a person can act on.
 local json = require('tp.json')
-local results = require('tp.results')
+local results = require('tp.analyse.results')
 
 local M = {}
 
@@ -23,7 +23,7 @@ end
 
 -- Returns the methodology table for `name` (tp.methodology.get), or nil and a message.
 local function methodology(name)
-  return require('tp.methodology').get(name)
+  return require('tp.plan.methodology').get(name)
 end
 
 -- True when `key` is listed in `list` itself or under a listed prefix ('model' covers
@@ -559,7 +559,7 @@ end
 -- What each run's loss says about its data: random (plateau at ln(vocab)), memorised (collapse
 -- towards 0), learning, or unknown.
 local function behaviours(runs, given)
-  local cv = require('tp.convergence')
+  local cv = require('tp.analyse.convergence')
   local out = {}
   for _, r in ipairs(runs) do
     local fs = given and given[r.id]
@@ -584,7 +584,7 @@ end
 -- repeats do not measure the same thing), between other runs of one side a warning; each side's
 -- stack is stated as a note so that the two sides can be read side by side.
 local function environment_findings(runs, by, out)
-  local prov = require('tp.provenance')
+  local prov = require('tp.run.provenance')
   local groups, order = {}, {}
   for _, r in ipairs(runs) do
     local inv = r.environment

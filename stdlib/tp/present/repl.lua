@@ -1,5 +1,5 @@
 -- tp.repl: what the interactive loop uses to show values (tables pretty-printed).
-local pretty = require('tp.pretty')
+local pretty = require('tp.present.pretty')
 
 local M = {}
 

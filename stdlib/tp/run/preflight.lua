@@ -68,7 +68,7 @@ local function check_gpus(entry, probe, add)
     return
   end
   local cfg = entry.config
-  local want = cfg.gpus_per_node or require('tp.config').DEFAULT_GPUS_PER_NODE
+  local want = cfg.gpus_per_node or require('tp.plan.config').DEFAULT_GPUS_PER_NODE
   local devices = usable_devices(probe, vendor)
   if #devices < want then
     add('error', 'gpus', string.format('%s: the runs need %d %s GPU(s) on this machine, the '
@@ -79,7 +79,7 @@ local function check_gpus(entry, probe, add)
   if hw and hw.id then
     local seen = {}
     for _, d in ipairs(devices) do
-      local row = require('tp.hardware').match(d)
+      local row = require('tp.plan.hardware').match(d)
       if row and row.id ~= hw.id and not seen[row.id] then
         seen[row.id] = true
         add('error', 'gpus', string.format("%s: the recipe says hardware '%s', this machine has "
@@ -210,7 +210,7 @@ local function checkpoint_bytes(runs)
   for _, run in ipairs(runs) do
     local paths = run.config.paths
     if type(paths) == 'table' and paths.checkpoints then
-      local ok, n = pcall(require('tp.models').params, run.config.model)
+      local ok, n = pcall(require('tp.plan.models').params, run.config.model)
       if ok and type(n) == 'number' then
         total = total + n * M.CHECKPOINT_BYTES_PER_PARAM
       end
@@ -317,7 +317,7 @@ local function check_slurm(entry, add)
     add('error', 'slurm', string.format("partition '%s' has %d node(s); the runs need %d", name,
       p.nodes, nodes), 'lower nodes, or choose a larger partition')
   end
-  local gpn = entry.config.gpus_per_node or require('tp.config').DEFAULT_GPUS_PER_NODE
+  local gpn = entry.config.gpus_per_node or require('tp.plan.config').DEFAULT_GPUS_PER_NODE
   if o.gpus ~= false and not o.gres and p.gpus < gpn then
     add('error', 'slurm', string.format("partition '%s' offers %d GPU(s) per node (GRES); the "
       .. 'runs request %d', name, p.gpus, gpn),
@@ -375,7 +375,7 @@ function M.check(plan, opts)
       check_gpus(entry, probe, add)
     end
   end
-  local pf = require('tp.preflight_framework')
+  local pf = require('tp.run.preflight_framework')
   local dirs, flagsets = {}, {}
   for _, run in ipairs(runs) do
     local key = run.framework .. '\0' .. tostring(run.config.paths

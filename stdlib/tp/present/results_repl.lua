@@ -3,12 +3,12 @@
 -- also its integer keys (`R[1]`, `#R`); methods that filter or sort return wrapped sets again.
 -- Adds text plots (gnuplot's dumb terminal), and comparison, audit and loss-check results that
 -- print as readable text at the prompt while keeping their fields.
-local results = require('tp.results')
-local compare_mod = require('tp.compare')
-local audit_mod = require('tp.audit')
-local convergence_mod = require('tp.convergence')
-local report = require('tp.report')
-local plot = require('tp.plot')
+local results = require('tp.analyse.results')
+local compare_mod = require('tp.analyse.compare')
+local audit_mod = require('tp.analyse.audit')
+local convergence_mod = require('tp.analyse.convergence')
+local report = require('tp.present.report')
+local plot = require('tp.present.plot')
 
 local M = {}
 

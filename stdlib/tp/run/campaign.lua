@@ -280,7 +280,7 @@ local function check_record(path, id, hash)
   if type(rec) ~= 'table' then
     return false, 'unreadable (' .. tostring(err) .. ')'
   end
-  if not require('tp.record').readable(rec.schema) or rec.run_id ~= id then
+  if not require('tp.parse.record').readable(rec.schema) or rec.run_id ~= id then
     return false, 'not a run record of this run'
   end
   if rec.config_hash ~= hash then
@@ -575,7 +575,7 @@ function Campaign:execute(opts)
   end
   st.scrubber = secrets.new(self:_envs())
   if opts.quiet ~= true then
-    st.view = require('tp.live').new({ out = opts.out, tty = opts.tty,
+    st.view = require('tp.run.live').new({ out = opts.out, tty = opts.tty,
       interval = opts.progress_interval or self.progress_interval,
       every = opts.progress_every or self.progress_every,
       scrub = function(text)

@@ -5,7 +5,7 @@
 -- platform_optimizations / benchmarking) with ${VAR:-default} expansion.
 -- The unified keys are those of docs/frameworks.md (tp.frameworks.normalize); docs/recipes.md
 -- describes the rules and the tprimat mapping.
-local memory = require('tp.memory')
+local memory = require('tp.plan.memory')
 
 local M = {}
 
@@ -255,10 +255,10 @@ local function check_kind(path, kind, v)
     return nil, type_error(path, "dataset name or { path = '...' }", v)
   elseif kind == 'model' then
     if type(v) == 'string' then
-      local row = require('tp.models').get(v)
+      local row = require('tp.plan.models').get(v)
       if not row then
         return nil, string.format("%s: unknown model '%s' (known: %s)", path, v,
-          table.concat(require('tp.models').ids(), ', '))
+          table.concat(require('tp.plan.models').ids(), ', '))
       end
       return v
     end
@@ -335,7 +335,7 @@ end
 local function model_row(cfg)
   local m = cfg.model
   if type(m) == 'string' then
-    return require('tp.models').get(m)
+    return require('tp.plan.models').get(m)
   end
   return m
 end
@@ -347,7 +347,7 @@ local function hardware_row(hw)
   if type(hw) == 'table' then
     return hw
   end
-  return require('tp.hardware').get(hw)
+  return require('tp.plan.hardware').get(hw)
 end
 
 ---@class tp.config.ValidateOpts
@@ -597,7 +597,7 @@ local function gpu_model_to_id(name)
   if type(name) ~= 'string' then
     return nil
   end
-  local hw = require('tp.hardware')
+  local hw = require('tp.plan.hardware')
   local low = name:lower():gsub('%s+', '-')
   for _, cand in ipairs({ low, low .. '-sxm', (low:gsub('^nvidia%-', '')), (low:gsub('^amd%-',
     '')), (low:gsub('^nvidia%-', '')) .. '-sxm' }) do
@@ -614,7 +614,7 @@ local function model_name_to_id(name)
     return nil
   end
   local id = name:lower():gsub('_', '-')
-  if require('tp.models').get(id) then
+  if require('tp.plan.models').get(id) then
     return id
   end
   return nil
@@ -735,7 +735,7 @@ local function from_tprimat(doc, opts)
       end
       local mem = r.typed(prefix .. '.memory_per_gpu_gb', 'number')
       if mem and entry.hardware then
-        local row = require('tp.hardware').get(entry.hardware)
+        local row = require('tp.plan.hardware').get(entry.hardware)
         if math.abs(row.memory_gb - mem) > 0.5 then
           r.fail('%s.memory_per_gpu_gb: %s, but the catalog gives %s GB for %s', prefix,
             tostring(mem), tostring(row.memory_gb), row.id)
@@ -811,9 +811,9 @@ local function from_tprimat(doc, opts)
     local id = model_name_to_id(mname)
     if not id then
       r.fail("%s.name: '%s' is not in the model catalog (tp.models: %s)", mp, tostring(mname),
-        table.concat(require('tp.models').ids(), ', '))
+        table.concat(require('tp.plan.models').ids(), ', '))
     else
-      local row = require('tp.models').get(id)
+      local row = require('tp.plan.models').get(id)
       for _, f in ipairs({ 'num_layers', 'hidden_size', 'num_attention_heads' }) do
         local v = r.typed(mp .. '.' .. f, 'integer')
         if v and v ~= row[f] then
@@ -888,7 +888,7 @@ function M.hoist(spec)
   if #names == 0 then
     return
   end
-  local equal = require('tp.methodology').equal
+  local equal = require('tp.plan.methodology').equal
   for path in pairs(M.KEYS) do
     local first = M.get(spec.platforms[names[1]], path)
     local same = first ~= nil

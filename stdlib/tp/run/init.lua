@@ -6,7 +6,7 @@
 local fs = require('tp.fs')
 local json = require('tp.json')
 local proc = require('tp.proc')
-local record = require('tp.record')
+local record = require('tp.parse.record')
 local secrets = require('tp.secrets')
 local digest = require('tp._digest')
 
@@ -822,7 +822,7 @@ local function run_hardware(run, gpus_info)
   if hw == nil then
     return nil
   end
-  if not require('tp.hardware').get(hw) then
+  if not require('tp.plan.hardware').get(hw) then
     return nil, string.format("hardware '%s' is not in tp.hardware: no gpu_info.hardware, no MFU",
       hw)
   end
@@ -986,7 +986,7 @@ function Active:build_record(log, status, reason)
   end
   if run.profile then
     -- The trace files the profiler left (tp.profile.for_run's patterns), relative to the record.
-    rec.profile = require('tp.profile').record(run.profile, fs.dirname(self.record_path))
+    rec.profile = require('tp.plan.profile').record(run.profile, fs.dirname(self.record_path))
     if #rec.profile.traces == 0 then
       rec.diagnostics[#rec.diagnostics + 1] = { kind = 'profile_missing', severity = 'warning',
         line = json.null, message = 'profile: no trace file matches '
@@ -1122,7 +1122,7 @@ function M.execute(run, opts)
   local scrubber = secrets.new({ r.env or {} })
   local view = opts.view
   if view == nil and not opts.quiet then
-    view = require('tp.live').new({ scrub = function(text)
+    view = require('tp.run.live').new({ scrub = function(text)
       return (scrubber:string(text))
     end })
   end
@@ -1208,7 +1208,6 @@ function Active:settle_slurm_job()
     -- A step of someone's allocation is stopped with its process, never by cancelling the job.
     return
   end
-  local cmd = require('tp.cmd.slurm')
   local slurm = require('tp.launch.slurm')
   local r = proc.run({ 'scancel', tostring(st.job_id) }, { timeout = 60 })
   st.cancelled_by_tplua = r ~= nil and r.code == 0
@@ -1221,7 +1220,7 @@ function Active:settle_slurm_job()
   local deadline = mono() + 60
   local waiter <close> = proc.loop()
   while mono() < deadline do
-    local q = cmd.query(st.job_id)
+    local q = slurm.query(st.job_id)
     if not q or (slurm.STATES[q.state] and slurm.STATES[q.state].final) then
       if q then
         st.state, st.exit_code, st.nodelist, st.reason = q.state, q.exit_code, q.nodelist,

@@ -1,7 +1,7 @@
 -- tp.plan: prints an experiment plan (tp.experiment's Experiment:plan) for people, and as JSON
 -- for programs: the effective config, each platform's GPU, framework and memory estimate, every
 -- run with its exact command, the sweep points left out and why, and the findings.
-local config = require('tp.config')
+local config = require('tp.plan.config')
 
 local M = {}
 
@@ -59,7 +59,7 @@ end
 
 local function model_line(cfg)
   local id = type(cfg.model) == 'table' and cfg.model.id or cfg.model
-  local ok, total = pcall(require('tp.models').params, cfg.model)
+  local ok, total = pcall(require('tp.plan.models').params, cfg.model)
   if ok then
     return string.format('%s (%.2f B parameters)', tostring(id), total / 1e9)
   end
@@ -72,7 +72,7 @@ local function differing(plan)
   if #plan.order < 2 then
     return out
   end
-  local equal = require('tp.methodology').equal
+  local equal = require('tp.plan.methodology').equal
   for path in pairs(config.KEYS) do
     local first = config.get(plan.platforms[plan.order[1]].config, path)
     for i = 2, #plan.order do
@@ -198,7 +198,7 @@ function M.print(plan, out, opts)
     end
     if e.memory then
       out:write(string.format('  memory per GPU (estimate): %s\n',
-        require('tp.memory').format(e.memory)))
+        require('tp.plan.memory').format(e.memory)))
     end
     if e.sweep then
       out:write(string.format('  sweep over %s: %d points, %d planned, %d left out\n',
@@ -211,11 +211,11 @@ function M.print(plan, out, opts)
     for _, r in ipairs(e.runs) do
       local label = r.id
       if r.point then
-        label = label .. '  [' .. require('tp.sweep').describe_point(r.point) .. ']'
+        label = label .. '  [' .. require('tp.plan.sweep').describe_point(r.point) .. ']'
       end
       if r.memory and r.point then
         label = label .. string.format('  mem %.1f GiB', r.memory.bytes.total
-          / require('tp.memory').GIB)
+          / require('tp.plan.memory').GIB)
       end
       out:write('    ' .. label .. '\n')
       if not opts.brief then
@@ -230,7 +230,7 @@ function M.print(plan, out, opts)
     if #e.dropped > 0 then
       out:write('  left out:\n')
       for _, d in ipairs(e.dropped) do
-        out:write(string.format('    [%s] %s: %s\n', require('tp.sweep').describe_point(d.point),
+        out:write(string.format('    [%s] %s: %s\n', require('tp.plan.sweep').describe_point(d.point),
           d.status, d.reason or ''))
       end
     end

@@ -58,7 +58,7 @@ end
 
 -- Expands 'section.*' and checks every path against the unified keys (tp.config.KEYS).
 local function expand_paths(list, field, name)
-  local keys = require('tp.config').KEYS
+  local keys = require('tp.plan.config').KEYS
   if type(list) ~= 'table' then
     error(string.format("tp.methodology.define: '%s': %s must be a list of key paths, got %s",
       name, field, type(list)), 4)
@@ -248,7 +248,7 @@ function M.equal(a, b)
 end
 
 local function show(v)
-  return require('tp.config').show(v)
+  return require('tp.plan.config').show(v)
 end
 
 local function model_value(v)
@@ -285,7 +285,7 @@ function M.check(m, configs_by_platform)
   if type(configs_by_platform) ~= 'table' then
     error('tp.methodology.check: configs_by_platform must be a table', 2)
   end
-  local config = require('tp.config')
+  local config = require('tp.plan.config')
   local names = config.sorted_keys(configs_by_platform)
   local findings = {}
   local function compare(path)
@@ -343,7 +343,7 @@ end
 ---@return string[] errors
 function M.check_overrides(m, common, overrides)
   m = resolve(m)
-  local config = require('tp.config')
+  local config = require('tp.plan.config')
   local errors = {}
   for _, p in ipairs(config.sorted_keys(overrides)) do
     for _, path in ipairs(m.fixed) do

@@ -4,9 +4,9 @@
 -- can run (its own platform, found by tp.gpu.probe) through tp.campaign, then compares with the
 -- results the results directory holds. `tplua plan RECIPE` and `tplua run RECIPE` load the same
 -- file through tp.experiment.load and do one phase each. docs/recipes.md is the guide.
-local config = require('tp.config')
-local methodology = require('tp.methodology')
-local sweep = require('tp.sweep')
+local config = require('tp.plan.config')
+local methodology = require('tp.plan.methodology')
+local sweep = require('tp.plan.sweep')
 
 local M = {}
 
@@ -15,7 +15,7 @@ Experiment.__index = Experiment
 
 --- Platform names and the GPU each uses unless the recipe says otherwise.
 M.PLATFORMS = { 'amd', 'nvd' }
-M.DEFAULT_HARDWARE = require('tp.efficiency').PLATFORM_HARDWARE
+M.DEFAULT_HARDWARE = require('tp.analyse.efficiency').PLATFORM_HARDWARE
 local VENDOR = { amd = 'amd', nvd = 'nvidia' }
 
 --- Launchers a run can start under (--launcher).
@@ -164,7 +164,7 @@ local function as_profile(name, v, where)
   if v == nil then
     return nil
   end
-  local p, err = require('tp.profile').normalize(v)
+  local p, err = require('tp.plan.profile').normalize(v)
   if p == nil then
     fail(name, '%sprofile: %s', where, err)
   end
@@ -293,7 +293,7 @@ function M.new(def, meta)
       fail(name, '%sframework: %s', where, fw_err:gsub('^frameworks: ', ''))
     end
     local hw = pd.hardware or M.DEFAULT_HARDWARE[p]
-    local row, hw_err = require('tp.hardware').get(hw)
+    local row, hw_err = require('tp.plan.hardware').get(hw)
     if not row then
       fail(name, '%shardware: %s', where, hw_err:gsub('^hardware: ', ''))
     end
@@ -420,7 +420,7 @@ function Experiment:usage(program)
     repeats = self.repeats or 1,
     results = self.results or ('output/' .. slug(self.name)),
     launcher = self.launcher or 'torchrun',
-    profile = self.profile and require('tp.profile').format(self.profile) or nil,
+    profile = self.profile and require('tp.plan.profile').format(self.profile) or nil,
   }
   for _, k in ipairs(STANDARD_ORDER) do
     local o = M.STANDARD_OPTIONS[k]
@@ -444,7 +444,7 @@ function Experiment:parse_args(args)
     return nil, string.format("unexpected argument '%s'", rest[1])
   end
   if opts.profile ~= nil then
-    local p, perr = require('tp.profile').parse(opts.profile)
+    local p, perr = require('tp.plan.profile').parse(opts.profile)
     if p == nil then
       return nil, string.format("option '--profile': %s", perr)
     end
@@ -645,7 +645,7 @@ function Experiment:plan(opts)
   if opts.iters ~= nil and (math.type(opts.iters) ~= 'integer' or opts.iters < 1) then
     add('error', 'training.iters', nil, '--iters: must be a positive integer')
   end
-  local profile = require('tp.profile')
+  local profile = require('tp.plan.profile')
   local flag_profile
   if opts.profile ~= nil then
     local perr
@@ -964,7 +964,7 @@ local function infer_platform(rec, path)
 end
 
 local function is_record(t)
-  return type(t) == 'table' and (require('tp.record').readable(t.schema)
+  return type(t) == 'table' and (require('tp.parse.record').readable(t.schema)
     or (t.performance_metrics ~= nil and (t.step_times ~= nil or t.training_config ~= nil)))
 end
 
@@ -992,7 +992,7 @@ function M.load_results(dir)
   local covered = {}
   local logs = {}
   for _, path in ipairs(files) do
-    if path:match('%.json$') and not require('tp.profile').is_trace_name(path) then
+    if path:match('%.json$') and not require('tp.plan.profile').is_trace_name(path) then
       local t, err = json.load_file(path)
       if t == nil then
         res.notes[#res.notes + 1] = string.format('%s: skipped: %s', path, tostring(err))
@@ -1022,7 +1022,7 @@ function M.load_results(dir)
       res.notes[#res.notes + 1] = string.format('%d log(s) without a run record not analysed: '
         .. 'tp.log is not available', #pending)
     else
-      local record = require('tp.record')
+      local record = require('tp.parse.record')
       for _, path in ipairs(pending) do
         local log, err = log_mod.parse(path)
         if not log then
@@ -1088,7 +1088,7 @@ end
 -- A record's MFU and GPU energy per token (with its basis), computed as tp.compare does
 -- (tp.efficiency): `hardware` is the catalog id given for its platform, if any.
 local function record_efficiency(rec, model, hardware, platform)
-  local efficiency = require('tp.efficiency')
+  local efficiency = require('tp.analyse.efficiency')
   local run = efficiency.run_fields(rec, { model = model, platform = platform })
   local o = { hardware = hardware, group = platform }
   local joules, basis = efficiency.energy(run, o)
@@ -1332,7 +1332,7 @@ local function stage_records(records)
   if not fs.mkdir_p(dir) then
     return nil
   end
-  local record = require('tp.record')
+  local record = require('tp.parse.record')
   for i, rec in ipairs(records) do
     if rec._staged then
       local copy = {}
@@ -1682,7 +1682,7 @@ function Experiment:cli(args, mode, program)
       local line = plan.launcher == 'slurm' and 'run: platform %s (%s): %d run(s)\n'
         or 'run: this machine is %s (%s): %d run(s)\n'
       io.stdout:write(string.format(line, platform, reason, #plan.platforms[platform].runs))
-      local preflight = require('tp.preflight')
+      local preflight = require('tp.run.preflight')
       local report
       if opts.skip_preflight then
         io.stdout:write('run: --skip-preflight: the checks before launch are skipped (each '
@@ -1875,7 +1875,7 @@ function M.load(path)
     end
     return nil, msg, 'EINVAL'
   end
-  if require('tp.campaign').is_campaign(result) then
+  if require('tp.run.campaign').is_campaign(result) then
     return result  -- a campaign file: tplua run executes it as is
   end
   if M.is_experiment(result) then

@@ -2,8 +2,8 @@
 -- group (platform, framework, configuration): its runs, frameworks and GPU, then for each metric
 -- the numbers the text shows (n, mean, spread, confidence interval, ratio to the baseline and p)
 -- and the basis of MFU and energy. RFC 4180; written to a file atomically, or to stdout.
-local compare = require('tp.compare')
-local results = require('tp.results')
+local compare = require('tp.analyse.compare')
+local results = require('tp.analyse.results')
 
 local M = {}
 

@@ -2,7 +2,7 @@
 -- (written by tp.provenance): GPU driver, CUDA/ROCm runtime, NCCL/RCCL, Python, torch, the
 -- framework's commit and the container image, one column per group (platform). Records without
 -- an environment (written before tplua kept one) show '-'. tplua compare and reports print it.
-local results = require('tp.results')
+local results = require('tp.analyse.results')
 
 local M = {}
 

@@ -648,7 +648,7 @@ function M.check_set(set, opts)
     end
   end
   local groups = {}
-  local results = require('tp.results')
+  local results = require('tp.analyse.results')
   for _, run in ipairs(set.runs) do
     local key = results.get(run, by)
     key = key == nil and '(none)' or tostring(key)

@@ -1,0 +1,33 @@
+-- tp._moved: where the modules that moved into packages live now. The host's module searcher
+-- (lua/tplua.c, moved_searcher) consults this table when `require` finds no file for a name, so
+-- `require 'tp.config'` keeps returning the same table as `require 'tp.plan.config'`.
+return {
+  ['tp.audit'] = 'tp.analyse.audit',
+  ['tp.campaign'] = 'tp.run.campaign',
+  ['tp.compare'] = 'tp.analyse.compare',
+  ['tp.compare_csv'] = 'tp.analyse.compare_csv',
+  ['tp.config'] = 'tp.plan.config',
+  ['tp.config_env'] = 'tp.plan.config_env',
+  ['tp.convergence'] = 'tp.analyse.convergence',
+  ['tp.efficiency'] = 'tp.analyse.efficiency',
+  ['tp.hardware'] = 'tp.plan.hardware',
+  ['tp.live'] = 'tp.run.live',
+  ['tp.log'] = 'tp.parse.log',
+  ['tp.memory'] = 'tp.plan.memory',
+  ['tp.methodology'] = 'tp.plan.methodology',
+  ['tp.metrics'] = 'tp.parse.metrics',
+  ['tp.models'] = 'tp.plan.models',
+  ['tp.plot'] = 'tp.present.plot',
+  ['tp.preflight'] = 'tp.run.preflight',
+  ['tp.preflight_framework'] = 'tp.run.preflight_framework',
+  ['tp.pretty'] = 'tp.present.pretty',
+  ['tp.profile'] = 'tp.plan.profile',
+  ['tp.provenance'] = 'tp.run.provenance',
+  ['tp.record'] = 'tp.parse.record',
+  ['tp.repl'] = 'tp.present.repl',
+  ['tp.report'] = 'tp.present.report',
+  ['tp.results'] = 'tp.analyse.results',
+  ['tp.results_repl'] = 'tp.present.results_repl',
+  ['tp.stack'] = 'tp.analyse.stack',
+  ['tp.sweep'] = 'tp.plan.sweep',
+}

@@ -1,0 +1,129 @@
+-- The standard library's layout rules (tests/deps/stdlib_deps.lua, docs/DESIGN.md "Packages"):
+-- the real tree keeps them, and the checker fails on each kind of breach, shown on small trees
+-- and on a copy of the real one with one upward require added.
+local h = require('helper')
+
+local CHECKER = h.source_dir .. '/tests/deps/stdlib_deps.lua'
+local STDLIB = h.source_dir .. '/stdlib'
+
+local function check(dir)
+  return h.run({ CHECKER, dir })
+end
+
+-- Writes a stdlib tree from { ['tp/plan/a.lua'] = source, ... } into a fresh directory.
+local function tree(files)
+  local dir = h.tmpdir()
+  for rel, src in pairs(files) do
+    local path = dir .. '/' .. rel
+    assert(os.execute('mkdir -p ' .. h.shquote(path:match('^(.*)/'))))
+    h.write(path, src)
+  end
+  return dir
+end
+
+local BASE = {
+  ['tp/init.lua'] = 'return {}\n',
+  ['tp/json.lua'] = "local host = require('tp._json')\nreturn host\n",
+  ['tp/plan/init.lua'] = "return { config = require('tp.plan.config') }\n",
+  ['tp/plan/config.lua'] = "local json = require('tp.json')\nreturn { json = json }\n",
+  ['tp/present/init.lua'] = 'return {}\n',
+  ['tp/present/report.lua'] = "local config = require('tp.plan.config')\nreturn config\n",
+}
+
+local function with(extra)
+  local t = {}
+  for k, v in pairs(BASE) do
+    t[k] = v
+  end
+  for k, v in pairs(extra) do
+    t[k] = v
+  end
+  return t
+end
+
+describe('stdlib layout', function()
+  it('the real stdlib keeps the rules', function()
+    local r = check(STDLIB)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('layers respected, no cycles', 1, true), r.stdout)
+  end)
+
+  it('a small tree with downward requires passes', function()
+    local r = check(tree(BASE))
+    assert.are.equal(0, r.code, r.stderr)
+  end)
+
+  it('fails on an upward require, naming both packages and the line', function()
+    local r = check(tree(with({
+      ['tp/plan/config.lua'] = "local json = require('tp.json')\n"
+        .. "local report = require('tp.present.report')\nreturn { json, report }\n",
+    })))
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stderr:find("tp/plan/config.lua:2: tp.plan.config (tp.plan) requires "
+      .. "'tp.present.report' of tp.present, a package above it (upward)", 1, true), r.stderr)
+  end)
+
+  it('fails on a cycle inside a package, naming it', function()
+    local r = check(tree(with({
+      ['tp/plan/a.lua'] = "return require('tp.plan.b')\n",
+      ['tp/plan/b.lua'] = "local x = 1\nreturn require 'tp.plan.a', x\n",
+    })))
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stderr:find('cycle: tp.plan.a -> tp.plan.b -> tp.plan.a', 1, true), r.stderr)
+  end)
+
+  it('fails on a private module required from another package', function()
+    local r = check(tree(with({
+      ['tp/plan/_keys.lua'] = 'return {}\n',
+      ['tp/present/report.lua'] = "return require('tp.plan._keys')\n",
+    })))
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stderr:find("requires 'tp.plan._keys', private to tp.plan", 1, true), r.stderr)
+  end)
+
+  it('fails on an old module name, a package with no layer, and an unknown module', function()
+    local r = check(tree(with({
+      ['tp/_moved.lua'] = "return { ['tp.config'] = 'tp.plan.config' }\n",
+      ['tp/present/report.lua'] = "local a = require('tp.config')\nlocal b = require('tp.nope')\n"
+        .. 'return a, b\n',
+      ['tp/misc/x.lua'] = 'return {}\n',
+    })))
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stderr:find("requires the old name 'tp.config'; it is 'tp.plan.config' now", 1,
+      true), r.stderr)
+    assert.truthy(r.stderr:find("requires 'tp.nope', which is no module", 1, true), r.stderr)
+    assert.truthy(r.stderr:find('tp.misc.x is in package tp.misc, which has no layer', 1, true),
+      r.stderr)
+  end)
+
+  it('ignores requires in comments and reads the dynamic adapter form', function()
+    local r = check(tree(with({
+      ['tp/plan/config.lua'] = "-- local r = require('tp.present.report')\n"
+        .. "local function get(n) return require('tp.plan.' .. n) end\nreturn get\n",
+    })))
+    assert.are.equal(0, r.code, r.stderr)
+  end)
+
+  it('fails on too many modules directly in tp/ and on a module over 800 lines', function()
+    local files = with({ ['tp/plan/long.lua'] = string.rep('local _ = 1\n', 801) .. 'return {}\n' })
+    for i = 1, 10 do
+      files['tp/util' .. i .. '.lua'] = 'return {}\n'
+    end
+    local r = check(tree(files))
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stderr:find('11 modules stand directly in tp/, at most 10', 1, true), r.stderr)
+    assert.truthy(r.stderr:find('tp.plan.long has 802 lines, over 800', 1, true), r.stderr)
+  end)
+
+  it('fails when an upward require is added to a copy of the real stdlib', function()
+    local dir = h.tmpdir()
+    assert(os.execute('cp -r ' .. h.shquote(STDLIB .. '/tp') .. ' ' .. h.shquote(dir .. '/tp')))
+    local path = dir .. '/tp/plan/methodology.lua'
+    h.write(path, "local _report = require('tp.present.report')\n" .. h.read(path))
+    local r = check(dir)
+    assert.are.equal(1, r.code)
+    assert.truthy(r.stderr:find("methodology.lua:1: tp.plan.methodology (tp.plan) requires "
+      .. "'tp.present.report' of tp.present, a package above it (upward)", 1, true), r.stderr)
+    assert.truthy(r.stderr:find('1 breach(es)', 1, true), r.stderr)
+  end)
+end)
