@@ -1,12 +1,15 @@
 // What a probe child asks each library (NVML, CUDA driver, CUDA runtime, HIP, ROCm SMI,
 // NCCL/RCCL) and how it reports the answers, one line per fact (format in gpu.c). Runs only in
 // the child made by tp_gpu_probe; every prototype is declared here (no vendor headers).
-#include "gpu_internal.h"
+#include "gpu_probe.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gpu_child.h"
 
 // Emits a backend fact.
 #define B(fd, key, ...) tp_gpu_emit((fd), -1, (key), __VA_ARGS__)

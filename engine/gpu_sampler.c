@@ -2,14 +2,14 @@
 // SM clock and temperature of every device through NVML and ROCm SMI (no GPU context) at a fixed
 // interval and streams the readings to the parent over a pipe; the parent collects them in bulk.
 //
-// Stream (one line each, tab-separated, values escaped as in gpu.c):
+// Stream (one line each, tab-separated, values escaped by tp_gpu_escape, gpu_child.c):
 //   note<TAB>text                    something the child could not do
 //   dev<TAB>i<TAB>api<TAB>index<TAB>pci<TAB>uuid<TAB>memory_total<TAB>name
 //   ready<TAB>n                      the device list is complete
 //   s<TAB>t<TAB>wall<TAB>dev<TAB>power_w<TAB>energy_j<TAB>mem_used<TAB>util<TAB>clock<TAB>temp
 //                                    one reading; "-" marks a quantity not reported
 //   end                              the child stopped cleanly
-#include "gpu_internal.h"
+#include "gpu_sampler.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +23,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "gpu_child.h"
+#include "gpu_lib.h"
 
 #define MAX_QUEUE    (64u << 20)  // readings the child holds while the parent does not read
 #define LINE_MAX_LEN 4096

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "logscan.h"
+#include "logscan_num.h"
 
 static bool is_digit(char c) {
   return c >= '0' && c <= '9';

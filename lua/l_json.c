@@ -498,13 +498,7 @@ static int decode(lua_State *L, const char *text, size_t len, const PreScan *pre
   luaL_argcheck(L, max_depth >= 1 && max_depth <= CJSON_NESTING_LIMIT, 2,
                 "max_depth out of range (1..1000)");
   lua_settop(L, 2);
-  tpl_push_null(L);  // [text, opts, sentinel]
-  if (lua_isnoneornil(L, 2)) {
-    lua_pushnil(L);
-  } else {
-    lua_getfield(L, 2, "null");
-  }
-  tpl_push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
+  tpl_push_decode_marks(L, 2);  // [text, opts, sentinel, opts.null, array_mt]
   JsonTree *tree = lua_newuserdatauv(L, sizeof *tree, 0);
   tree->root = NULL;
   memset(&tree->scan, 0, sizeof tree->scan);
@@ -604,12 +598,6 @@ static int json_decode(lua_State *L) {
 // ---------------------------------------------------------------------------------------------
 // Encoding.
 
-typedef struct PathElem {
-  const char *key;  // string key (anchored by its table during the walk), or NULL
-  size_t key_len;
-  lua_Integer index;  // array index or integer key when key is NULL
-} PathElem;
-
 typedef struct JsonEnc {
   TpBuf out;
   bool pretty, sort_keys, allow_nan;
@@ -618,7 +606,7 @@ typedef struct JsonEnc {
   int null_idx, array_mt_idx, seen_idx, skipped_mt_idx;
   bool nomem;
   char why[160];
-  PathElem path[ENCODE_MAX_DEPTH + 1];
+  TplPathElem path[ENCODE_MAX_DEPTH + 1];
 } JsonEnc;
 
 static int encoder_gc(lua_State *L) {
@@ -647,30 +635,6 @@ static bool enc_put(JsonEnc *e, const void *p, size_t n) {
 
 static bool enc_putc(JsonEnc *e, char c) {
   return enc_put(e, &c, 1);
-}
-
-// "$", then .name for identifier-like keys, ["other key"] for the rest and [i] for integer keys
-// (1-based, as the Lua table is indexed).
-static void enc_path(const JsonEnc *e, char *out, size_t cap) {
-  size_t o = (size_t)snprintf(out, cap, "$");
-  for (int i = 1; i <= e->depth && i <= ENCODE_MAX_DEPTH && o + 8 < cap; i++) {
-    const PathElem *p = &e->path[i];
-    if (!p->key) {
-      o += (size_t)snprintf(out + o, cap - o, "[%lld]", (long long)p->index);
-      continue;
-    }
-    bool ident = p->key_len > 0 && p->key_len <= 40 && !is_digit((unsigned char)p->key[0]);
-    for (size_t k = 0; ident && k < p->key_len; k++) {
-      unsigned char c = (unsigned char)p->key[k];
-      ident = c == '_' || is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    }
-    char what[64];
-    tpl_snippet(what, sizeof what, p->key, p->key_len, 40);
-    o += (size_t)snprintf(out + o, cap - o, ident ? ".%s" : "[\"%s\"]", what);
-    if (o >= cap) {
-      o = cap - 1;
-    }
-  }
 }
 
 // RFC 8259 §7 escapes and the UTF-8 check (§8.1), by engine/jsonw.c.
@@ -762,7 +726,7 @@ static bool enc_table(lua_State *L, JsonEnc *e, int idx) {
   lua_pushboolean(L, 1);
   lua_rawset(L, e->seen_idx);
   int depth = ++e->depth;
-  PathElem *pe = &e->path[depth];
+  TplPathElem *pe = &e->path[depth];
   if (is_array) {
     if (!enc_putc(e, '[')) {
       return false;
@@ -895,7 +859,7 @@ static int json_encode(lua_State *L) {
   e->skipped_mt_idx = 7;
   if (!enc_value(L, e, 1)) {
     char where[512];
-    enc_path(e, where, sizeof where);
+    tpl_format_path(where, sizeof where, e->path, e->depth);
     lua_settop(L, 7);
     tp_buf_free(&e->out);
     return tpl_pushfail(L, e->nomem ? "ENOMEM" : "EINVAL", "%s: %s", where, e->why);
@@ -1208,9 +1172,6 @@ int luaopen_tp__json(lua_State *L) {
   lua_setfield(L, -2, "skipped_mt");
   luaL_getmetatable(L, FILE_MT);  // tp.json checks file:decode's options as decode's
   lua_setfield(L, -2, "file_mt");
-  tpl_push_null(L);
-  lua_setfield(L, -2, "null");
-  tpl_push_array_mt(L);
-  lua_setfield(L, -2, "array_mt");
+  tpl_set_null_fields(L);
   return 1;
 }

@@ -739,13 +739,7 @@ static int yaml_load_impl(lua_State *L, bool all) {
   lua_Integer max_alias = tpl_optfield_integer(L, 2, "max_alias_nodes", DEFAULT_MAX_ALIAS_NODES);
   luaL_argcheck(L, max_alias >= 0, 2, "max_alias_nodes must be >= 0");
   lua_settop(L, 2);
-  tpl_push_null(L);  // [text, opts, sentinel]
-  if (lua_isnoneornil(L, 2)) {
-    lua_pushnil(L);
-  } else {
-    lua_getfield(L, 2, "null");
-  }
-  tpl_push_array_mt(L);  // [text, opts, sentinel, opts.null, array_mt]
+  tpl_push_decode_marks(L, 2);  // [text, opts, sentinel, opts.null, array_mt]
   LoadBox *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->has_parser = box->has_event = false;
   luaL_setmetatable(L, LOADER_MT);
@@ -826,12 +820,6 @@ static int yaml_load_all(lua_State *L) {
 // ---------------------------------------------------------------------------------------------
 // Dumping.
 
-typedef struct PathElem {
-  const char *key;  // string key (anchored by its table during the walk), or NULL
-  size_t key_len;
-  lua_Integer index;  // sequence index or integer key when key is NULL
-} PathElem;
-
 typedef struct Dumper {
   yaml_emitter_t emitter;
   bool has_emitter;
@@ -841,7 +829,7 @@ typedef struct Dumper {
   int depth;
   int null_idx, array_mt_idx, seen_idx;
   char why[200];
-  PathElem path[DUMP_MAX_DEPTH + 1];
+  TplPathElem path[DUMP_MAX_DEPTH + 1];
 } Dumper;
 
 static void dumper_release(Dumper *d) {
@@ -980,28 +968,6 @@ static bool dm_float(Dumper *d, double x) {
   return dm_scalar(d, buf, (size_t)n, YAML_PLAIN_SCALAR_STYLE);
 }
 
-static void dm_path(const Dumper *d, char *out, size_t cap) {
-  size_t o = (size_t)snprintf(out, cap, "$");
-  for (int i = 1; i <= d->depth && i <= DUMP_MAX_DEPTH && o + 8 < cap; i++) {
-    const PathElem *p = &d->path[i];
-    if (!p->key) {
-      o += (size_t)snprintf(out + o, cap - o, "[%lld]", (long long)p->index);
-      continue;
-    }
-    bool ident = p->key_len > 0 && p->key_len <= 40 && !is_digit((unsigned char)p->key[0]);
-    for (size_t k = 0; ident && k < p->key_len; k++) {
-      unsigned char c = (unsigned char)p->key[k];
-      ident = c == '_' || is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    }
-    char what[64];
-    tpl_snippet(what, sizeof what, p->key, p->key_len, 40);
-    o += (size_t)snprintf(out + o, cap - o, ident ? ".%s" : "[\"%s\"]", what);
-    if (o >= cap) {
-      o = cap - 1;
-    }
-  }
-}
-
 typedef struct KeyRef {
   const char *s;  // NULL for an integer key
   size_t n;
@@ -1051,7 +1017,7 @@ static bool dm_table(lua_State *L, Dumper *d, int idx) {
   lua_pushboolean(L, 1);
   lua_rawset(L, d->seen_idx);
   int depth = ++d->depth;
-  PathElem *pe = &d->path[depth];
+  TplPathElem *pe = &d->path[depth];
   yaml_event_t ev;
   if (is_seq) {
     if (!dm_emit(
@@ -1203,7 +1169,7 @@ static int yaml_dump(lua_State *L) {
   }
   if (!ok) {
     char where[512];
-    dm_path(d, where, sizeof where);
+    tpl_format_path(where, sizeof where, d->path, d->depth);
     lua_settop(L, 6);
     bool nomem = d->nomem;
     char why[sizeof d->why];
@@ -1262,9 +1228,6 @@ int luaopen_tp__yaml(lua_State *L) {
   tpl_newclass(L, LOADER_MT, NULL, loader_meta);
   tpl_newclass(L, DUMPER_MT, NULL, dumper_meta);
   luaL_newlib(L, yaml_funcs);
-  tpl_push_null(L);
-  lua_setfield(L, -2, "null");
-  tpl_push_array_mt(L);
-  lua_setfield(L, -2, "array_mt");
+  tpl_set_null_fields(L);
   return 1;
 }

@@ -146,6 +146,24 @@ void tpl_push_array_mt(lua_State *L) {
   luaL_newmetatable(L, ARRAY_MT);
 }
 
+void tpl_push_decode_marks(lua_State *L, int opts_idx) {
+  opts_idx = lua_absindex(L, opts_idx);
+  tpl_push_null(L);  // [sentinel]
+  if (lua_isnoneornil(L, opts_idx)) {
+    lua_pushnil(L);
+  } else {
+    lua_getfield(L, opts_idx, "null");
+  }
+  tpl_push_array_mt(L);  // [sentinel, opts.null, array_mt]
+}
+
+void tpl_set_null_fields(lua_State *L) {
+  tpl_push_null(L);
+  lua_setfield(L, -2, "null");
+  tpl_push_array_mt(L);
+  lua_setfield(L, -2, "array_mt");
+}
+
 void tpl_line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col) {
   size_t ln = 1, bol = 0;
   if (off > n) {
@@ -192,6 +210,32 @@ void tpl_snippet(char *out, size_t cap, const char *s, size_t n, size_t max) {
     o += 3;
   }
   out[o] = '\0';
+}
+
+static bool is_digit(unsigned c) {
+  return c >= '0' && c <= '9';
+}
+
+void tpl_format_path(char *out, size_t cap, const TplPathElem *path, int depth) {
+  size_t o = (size_t)snprintf(out, cap, "$");
+  for (int i = 1; i <= depth && o + 8 < cap; i++) {
+    const TplPathElem *p = &path[i];
+    if (!p->key) {
+      o += (size_t)snprintf(out + o, cap - o, "[%lld]", (long long)p->index);
+      continue;
+    }
+    bool ident = p->key_len > 0 && p->key_len <= 40 && !is_digit((unsigned char)p->key[0]);
+    for (size_t k = 0; ident && k < p->key_len; k++) {
+      unsigned char c = (unsigned char)p->key[k];
+      ident = c == '_' || is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    }
+    char what[64];
+    tpl_snippet(what, sizeof what, p->key, p->key_len, 40);
+    o += (size_t)snprintf(out + o, cap - o, ident ? ".%s" : "[\"%s\"]", what);
+    if (o >= cap) {
+      o = cap - 1;
+    }
+  }
 }
 
 bool tpl_table_shape(lua_State *L, int idx, int array_mt_idx, TplTableShape *s) {

@@ -38,12 +38,29 @@ void tpl_newclass(lua_State *L, const char *tname, const luaL_Reg *methods, cons
 void tpl_push_null(lua_State *L);
 /// Pushes the metatable that marks a table as a JSON/YAML array.
 void tpl_push_array_mt(lua_State *L);
+/// Pushes what a decoder builds values with: the null sentinel, the `null` field of the
+/// options table at `opts_idx` (nil when the options are absent) and the array marker.
+void tpl_push_decode_marks(lua_State *L, int opts_idx);
+/// Sets the fields `null` (the sentinel) and `array_mt` of the module table on top of the stack.
+void tpl_set_null_fields(lua_State *L);
 /// 1-based line and column (counted in characters, as libyaml's marks count them) of byte
 /// offset `off` in s.
 void tpl_line_col(const unsigned char *s, size_t n, size_t off, size_t *line, size_t *col);
 /// Copies at most `max` bytes of s into out (capacity `cap`) as printable text: UTF-8
 /// characters stay; control characters, backslashes and invalid bytes become \xNN.
 void tpl_snippet(char *out, size_t cap, const char *s, size_t n, size_t max);
+
+/// One step of the path from the value being encoded or dumped down to the current one.
+typedef struct TplPathElem {
+  const char *key;  ///< string key (anchored by its table during the walk), or NULL
+  size_t key_len;
+  lua_Integer index;  ///< array index or integer key when key is NULL
+} TplPathElem;
+
+/// Writes path[1..depth] into out (capacity `cap`) as "$", then .name for identifier-like keys,
+/// ["other key"] for the rest and [i] for integer keys (1-based, as the Lua table is indexed);
+/// stops early when out is nearly full.
+void tpl_format_path(char *out, size_t cap, const TplPathElem *path, int depth);
 
 /// The key shape of a table, as tp.json's encoder and tp.yaml's dumper classify it.
 typedef struct TplTableShape {

@@ -231,10 +231,10 @@ static int handle_script(lua_State *L, char **argv) {
   return report(L, status);
 }
 
-// Runs a built-in command through tp.cli.main(name, args); returns the process exit status.
+// Runs a built-in command through tp.cmd.main(name, args); returns the process exit status.
 static int handle_command(lua_State *L, char **argv, int argc) {
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "tp.cli");
+  lua_pushliteral(L, "tp.cmd");
   int status = docall(L, 1, 1);
   if (status != LUA_OK) {
     report(L, status);
@@ -435,7 +435,7 @@ static int moved_searcher(lua_State *L) {
     return 1;
   }
   lua_pushcclosure(L, moved_loader, 1);  // the loader closes over the new name
-  lua_getfield(L, -2, name);               // its second value: the new name
+  lua_getfield(L, -2, name);             // its second value: the new name
   return 2;
 }
 

@@ -4,6 +4,32 @@ local M = {}
 
 M.version = require('tp._host').version
 
+--- The public face of a package: `face` (a new table when nil) whose fields `modules` are the
+--- package's public modules, each loaded on first use: tp.analyse.compare is
+--- require('tp.analyse.compare'). `face.MODULES` lists them (docs/DESIGN.md, "Packages").
+---@param prefix string the package's name, e.g. 'tp.analyse'
+---@param modules string[] its public modules, without the prefix
+---@param face? table the package's own functions, when it has some
+function M.package(prefix, modules, face)
+  face = face or {}
+  local public = {}
+  for _, name in ipairs(modules) do
+    public[name] = true
+  end
+  rawset(face, 'MODULES', modules)
+  return setmetatable(face, {
+    __index = function(t, name)
+      if not public[name] then
+        return nil
+      end
+      local mod = require(prefix .. '.' .. name)
+      rawset(t, name, mod)
+      return mod
+    end,
+    __complete = public, -- the REPL completes tp.analyse.<TAB> with the module names
+  })
+end
+
 setmetatable(M, {
   __index = function(t, name)
     if type(name) ~= 'string' or not name:match('^[%a_][%w_]*$') then

@@ -32,26 +32,31 @@ local ENCODE_OPTS = {
 }
 
 -- Checks an options table against `spec` (field -> 'string' | 'boolean' | 'integer' | 'any');
--- unknown fields and wrong types are the caller's mistake: they raise at the caller's level.
-local function check_opts(fname, opts, spec)
+-- unknown fields and wrong types are the caller's mistake: they raise at the caller's level
+-- (`level`, default 3: the user of a public function that calls this directly).
+local function check_opts(fname, opts, spec, level)
+  level = level or 3
   if opts == nil then
     return {}
   end
   if type(opts) ~= 'table' then
-    error(('%s: opts must be a table, got %s'):format(fname, type(opts)), 3)
+    error(('%s: opts must be a table, got %s'):format(fname, type(opts)), level)
   end
   for k, v in pairs(opts) do
     local want = spec[k]
     if want == nil then
-      error(('%s: unknown option %q'):format(fname, tostring(k)), 3)
+      error(('%s: unknown option %q'):format(fname, tostring(k)), level)
     end
     local ok = want == 'any' or type(v) == want or (want == 'integer' and math.type(v) == 'integer')
     if not ok then
-      error(('%s: option %q must be %s, got %s'):format(fname, k, want, type(v)), 3)
+      error(('%s: option %q must be %s, got %s'):format(fname, k, want, type(v)), level)
     end
   end
   return opts
 end
+
+-- tp.yaml checks its options by the same rules.
+M._check_opts = check_opts
 
 -- cJSON refuses more than 1000 levels (CJSON_NESTING_LIMIT in cJSON.h). Also checks `skip`.
 local function check_depth(fname, opts)

@@ -145,6 +145,16 @@ function M.summary(xs)
   return C.summary(xs)
 end
 
+-- The `batch` option of mser and steady_state: default 5, at least 1.
+local function batch_opt(fname, opts)
+  opts = check_opts(fname, opts, { batch = 'integer' }, 4)
+  local batch = opts.batch or 5
+  if batch < 1 then
+    error(string.format('tp.stats.%s: option batch must be at least 1', fname), 3)
+  end
+  return batch
+end
+
 --- MSER truncation (White 1997; MSER-5 with the default batch of 5): cuts `xs` into batches,
 --- and returns the truncation that minimises the MSER statistic over the first half:
 --- {start = 1-based first index of the steady window, batch, batches, truncated, statistic}.
@@ -154,11 +164,7 @@ end
 ---@return table|nil result, string? err, string? code
 function M.mser(xs, opts)
   check_array('mser', 'xs', xs)
-  opts = check_opts('mser', opts, { batch = 'integer' })
-  local batch = opts.batch or 5
-  if batch < 1 then
-    error('tp.stats.mser: option batch must be at least 1', 2)
-  end
+  local batch = batch_opt('mser', opts)
   return C.mser(xs, batch)
 end
 
@@ -175,11 +181,7 @@ end
 ---@return table|nil window, string? err, string? code
 function M.steady_state(xs, opts)
   check_array('steady_state', 'xs', xs)
-  opts = check_opts('steady_state', opts, { batch = 'integer' })
-  local batch = opts.batch or 5
-  if batch < 1 then
-    error('tp.stats.steady_state: option batch must be at least 1', 2)
-  end
+  local batch = batch_opt('steady_state', opts)
   local n = #xs
   if n == 0 then
     return nil, 'steady_state: needs at least 1 value, got 0', 'EINVAL'

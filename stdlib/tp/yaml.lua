@@ -3,6 +3,7 @@
 -- Rules and limits: docs/yaml-json.md.
 local C = require('tp._yaml')
 local cjson = require('tp._json')
+local json_check_opts = require('tp.json')._check_opts
 
 local M = {}
 
@@ -27,25 +28,10 @@ local DUMP_OPTS = {
   width = 'integer',
 }
 
--- Checks an options table against `spec` (field -> 'string' | 'boolean' | 'integer' | 'any');
--- unknown fields and wrong types are the caller's mistake: they raise at the caller's level.
+-- Checks an options table as tp.json does (unknown fields and wrong types raise at the caller's
+-- level), then the ranges of the load limits.
 local function check_opts(fname, opts, spec)
-  if opts == nil then
-    return {}
-  end
-  if type(opts) ~= 'table' then
-    error(('%s: opts must be a table, got %s'):format(fname, type(opts)), 3)
-  end
-  for k, v in pairs(opts) do
-    local want = spec[k]
-    if want == nil then
-      error(('%s: unknown option %q'):format(fname, tostring(k)), 3)
-    end
-    local ok = want == 'any' or type(v) == want or (want == 'integer' and math.type(v) == 'integer')
-    if not ok then
-      error(('%s: option %q must be %s, got %s'):format(fname, k, want, type(v)), 3)
-    end
-  end
+  opts = json_check_opts(fname, opts, spec, 4)
   if opts.max_depth ~= nil and opts.max_depth < 1 then
     error(('%s: option "max_depth" must be >= 1'):format(fname), 3)
   end

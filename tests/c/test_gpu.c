@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "gpu.h"
-#include "gpu_internal.h"
+#include "gpu_child.h"
 
 static char fakes[1024];
 

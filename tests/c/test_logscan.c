@@ -1068,6 +1068,18 @@ static void test_params(void) {
   tp_logscan_free(s);
 }
 
+// "size:  total parameters" with no number between the colon and the words is no count (it once
+// stored an unset value).
+static void test_params_without_number(void) {
+  TpLogScan *s = scan_text("Model llama3 debugmodel size:  total parameters\n");
+  CHECK(!tp_logscan_params(s)->has_total);
+  tp_logscan_free(s);
+  s = scan_text("Model llama3 debugmodel size: 6,229,760 total parameters\n");
+  CHECK(tp_logscan_params(s)->has_total);
+  CHECK_NUM(tp_logscan_params(s)->total, 6229760, 0);
+  tp_logscan_free(s);
+}
+
 // How a run stopped: one Slurm line names one reason; torchelastic's SignalException ends a
 // traceback that is a stop, not a crash; a real exception keeps the crash.
 static void test_stops(void) {
@@ -1187,6 +1199,7 @@ int main(void) {
   test_torchtitan_derived();
   test_args();
   test_params();
+  test_params_without_number();
   test_args_unterminated();
   test_forced_format();
   test_crash_message();

@@ -12,10 +12,11 @@
 
 local LAYERS = {
   'tp', -- json, yaml, fs, cli, secrets, proc, stats, gpu: used by all, using none of the packages
+  'tp.catalog', -- what the world has: models (architectures, FLOPs), hardware (GPU datasheets)
   'tp.launch', -- how a command is started: local, torchrun, ranks, container, Slurm
   'tp.frameworks', -- what each framework is told: argv from the unified config, its log parser
   'tp.data', -- dataset files: .bin/.idx read, verified, fingerprinted, prepared
-  'tp.plan', -- what is planned: config, methodology, sweep, models, hardware, memory, profile
+  'tp.plan', -- what is planned: config, methodology, sweep, memory, profile
   'tp.parse', -- what is read back: logs, run records, the figures derived from them
   'tp.run', -- how it runs: one run, campaigns, live sampling, preflight, provenance
   'tp.analyse', -- what is concluded: results, statistics of repeats, compare, audit, convergence
@@ -47,7 +48,8 @@ end
 -- Every module under root/tp: name -> { file, package, lines }.
 local modules, order, top = {}, {}, 0
 do
-  local p = assert(io.popen('cd ' .. shell_quote(root) .. ' && find tp -name "*.lua" | LC_ALL=C sort'))
+  local list = 'cd ' .. shell_quote(root) .. ' && find tp -name "*.lua" | LC_ALL=C sort'
+  local p = assert(io.popen(list))
   for file in p:lines() do
     local name = file:gsub('%.lua$', ''):gsub('/init$', ''):gsub('/', '.')
     local parts = {}
@@ -103,7 +105,6 @@ local function private_to(name)
   return nil
 end
 
-local edges = {}
 local requires = 0
 for _, name in ipairs(order) do
   local m = modules[name]
@@ -113,12 +114,26 @@ for _, name in ipairs(order) do
   for line in (src .. '\n'):gmatch('([^\n]*)\n') do
     lineno = lineno + 1
     local code = line:match('^%s*%-%-') and '' or line
+    local found = {}
     for _, dep in code:gmatch('require%s*%(?%s*([\'"])(tp[%w_.]*)%1') do
+      found[#found + 1] = dep
+    end
+    for _, dep in code:gmatch('pcall%(%s*require%s*,%s*([\'"])(tp[%w_.]*)%1') do
+      found[#found + 1] = dep -- pcall(require, 'tp.x'): an optional module is a dependency too
+    end
+    for _, dep in ipairs(found) do
       requires = requires + 1
       local dpkg = package_of(dep)
       local binding = dep:match('^tp%._[%w_]+$') and not modules[dep]
       if binding then
         goto continue -- a binding of the host (lua/l_*.c), below every module
+      end
+      if dep == 'tp.' then
+        if name ~= 'tp' then
+          breach(m.file, lineno, "%s requires 'tp.' .. NAME: only the entry tp loads any module "
+            .. 'by a name given at run time', name)
+        end
+        goto continue -- tp's lazy entry: tp.json, tp.plan, ... loaded by the user's first use
       end
       if not dpkg then
         if moved[dep] then
@@ -155,7 +170,6 @@ for _, name in ipairs(order) do
     breach(m.file, m.lines, '%s has %d lines, over %d: split it along its seams', name, m.lines,
       MAX_LINES)
   end
-  edges[#edges + 1] = m
 end
 
 if top > MAX_TOP then

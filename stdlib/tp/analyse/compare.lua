@@ -6,7 +6,7 @@
 local stats = require('tp.stats')
 local json = require('tp.json')
 local metrics = require('tp.parse.metrics')
-local hardware = require('tp.plan.hardware')
+local hardware = require('tp.catalog.hardware')
 local efficiency = require('tp.analyse.efficiency')
 
 local M = {}

@@ -116,7 +116,7 @@ local function vocab_of(run, opts)
   end
   local model = run.model
   if type(model) == 'string' then
-    local ok, models = pcall(require, 'tp.models')
+    local ok, models = pcall(require, 'tp.catalog.models')
     local row = ok and models.get(model)
     if row and row.vocab_size then
       return row.vocab_size, 'tp.models ' .. model

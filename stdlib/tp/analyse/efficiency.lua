@@ -2,9 +2,9 @@
 -- one computation behind tp.compare (so tplua compare, tplua report and the prompt) and a
 -- recipe's built-in summary (tp.experiment.summarize): the same run gives the same numbers
 -- with the same basis everywhere. docs/analysis.md "tp.compare" describes the rules.
-local hardware = require('tp.plan.hardware')
+local hardware = require('tp.catalog.hardware')
 local metrics = require('tp.parse.metrics')
-local models = require('tp.plan.models')
+local models = require('tp.catalog.models')
 
 local M = {}
 

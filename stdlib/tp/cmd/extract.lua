@@ -424,14 +424,14 @@ local function identity(opts)
     ident.framework = opts.framework
   end
   if opts.model then
-    local models = require('tp.plan.models')
+    local models = require('tp.catalog.models')
     if not models.get(opts.model) then
       return nil, "option '--model': " .. unknown('model', opts.model, models.ids())
     end
     ident.model = opts.model
   end
   if opts.gpu then
-    local hardware = require('tp.plan.hardware')
+    local hardware = require('tp.catalog.hardware')
     local row = hardware.get(opts.gpu)
     if not row then
       return nil, "option '--gpu': " .. unknown('GPU', opts.gpu, hardware.ids())

@@ -1,5 +1,5 @@
 -- tplua help [COMMAND]: lists the built-in commands, or shows one command's usage.
-local cli = require('tp.cli')
+local cmds = require('tp.cmd')
 
 local M = {
   summary = 'list the commands, or show the usage of one',
@@ -13,16 +13,17 @@ function M.run(args)
   end
   if args[1] then
     local modname = 'tp.cmd.' .. args[1]:gsub('%-', '_')
-    if not args[1]:match('^[%w_%-]+$') or not package.searchpath(modname, package.path) then
+    if args[1] == 'init' or not args[1]:match('^[%w_%-]+$')
+      or not package.searchpath(modname, package.path) then
       io.stderr:write(string.format("tplua help: unknown command '%s'\n", args[1]))
-      cli.print_commands(io.stderr)
+      cmds.print_commands(io.stderr)
       return 2
     end
     local cmd = require(modname)
     print(cmd.usage or ('tplua ' .. args[1]))
     return 0
   end
-  cli.print_commands(io.stdout)
+  cmds.print_commands(io.stdout)
   return 0
 end
 

@@ -2,7 +2,7 @@
 -- their versions, and the catalog row (with peaks) each device matches.
 local cli = require('tp.cli')
 local gpu = require('tp.gpu')
-local hardware = require('tp.plan.hardware')
+local hardware = require('tp.catalog.hardware')
 
 local M = {
   summary = 'show the GPUs, their driver/runtime stacks and catalog peaks',

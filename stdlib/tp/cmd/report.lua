@@ -64,7 +64,7 @@ function M.run(args)
       return cli.usage_error('report', string.format("--hardware '%s': GROUP=ID expected " ..
         '(e.g. amd=mi300x)', spec), M.usage)
     end
-    local row, herr = require('tp.plan.hardware').get(id)
+    local row, herr = require('tp.catalog.hardware').get(id)
     if not row then
       return cli.usage_error('report', string.format('--hardware %s: %s', spec, tostring(herr)),
         nil)

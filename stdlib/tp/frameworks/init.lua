@@ -281,7 +281,7 @@ end
 local function resolve_model(m)
   local row
   if type(m) == 'string' then
-    local ok, models = pcall(require, 'tp.models')
+    local ok, models = pcall(require, 'tp.catalog.models')
     if not ok then
       fail("config.model: model '%s' given by id but tp.models cannot be loaded: %s", m,
         tostring(models))

@@ -1,8 +1,8 @@
 -- tp.metrics: figures derived from a run: model FLOPs utilisation (against the peak of the
 -- precision actually run), achieved TFLOP/s, energy per token, cost per tokens and time to
 -- train. Definitions: HARDWARE.md §3 (MFU) and §4 (energy, cost) of the design notes.
-local hardware = require('tp.plan.hardware')
-local models = require('tp.plan.models')
+local hardware = require('tp.catalog.hardware')
+local models = require('tp.catalog.models')
 
 local M = {}
 

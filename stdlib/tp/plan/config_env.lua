@@ -384,7 +384,7 @@ local function build(entries, name, opts)
       .. 'llama3.1-8b> (or give --model)', name)
   end
   local id = spec.model:lower():gsub('_', '-')
-  if require('tp.plan.models').get(id) then
+  if require('tp.catalog.models').get(id) then
     spec.model = id
   end
   local tr, par = spec.training or {}, spec.parallelism or {}

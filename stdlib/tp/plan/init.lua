@@ -59,7 +59,7 @@ end
 
 local function model_line(cfg)
   local id = type(cfg.model) == 'table' and cfg.model.id or cfg.model
-  local ok, total = pcall(require('tp.plan.models').params, cfg.model)
+  local ok, total = pcall(require('tp.catalog.models').params, cfg.model)
   if ok then
     return string.format('%s (%.2f B parameters)', tostring(id), total / 1e9)
   end
@@ -230,7 +230,8 @@ function M.print(plan, out, opts)
     if #e.dropped > 0 then
       out:write('  left out:\n')
       for _, d in ipairs(e.dropped) do
-        out:write(string.format('    [%s] %s: %s\n', require('tp.plan.sweep').describe_point(d.point),
+        local sweep = require('tp.plan.sweep')
+        out:write(string.format('    [%s] %s: %s\n', sweep.describe_point(d.point),
           d.status, d.reason or ''))
       end
     end
@@ -379,4 +380,7 @@ function M.json(plan)
   return require('tp.json').encode(M.data(plan), { pretty = true, sort_keys = true })
 end
 
-return M
+-- The package's modules, loaded on first use: tp.plan.config, tp.plan.sweep, ...
+return require('tp').package('tp.plan', {
+  'config', 'config_env', 'methodology', 'sweep', 'memory', 'profile',
+}, M)

@@ -18,7 +18,7 @@
 --   attention keeps no s x s matrix; the adapters set dropout to 0); the pipeline in-flight
 --   discount, the embedding input and the output-layer terms follow compute_activation_memory
 --   in the same Megatron-LM file.
-local models = require('tp.plan.models')
+local models = require('tp.catalog.models')
 
 local M = {}
 
@@ -65,7 +65,7 @@ local function resolve_hardware(hw)
     return nil
   end
   if type(hw) == 'string' then
-    local row, err = require('tp.plan.hardware').get(hw)
+    local row, err = require('tp.catalog.hardware').get(hw)
     if not row then
       misuse('tp.memory.estimate: %s', err)
     end

@@ -5,6 +5,8 @@
 --   maximum_performance  the algorithmic keys equal; system keys (parallelism, micro-batch,
 --                        recompute, fusions, attention backend, fp8 recipe) tuned per platform
 -- and users define their own with tp.methodology.define{...}. See docs/recipes.md.
+local keys = require('tp.plan._keys')
+
 local M = {}
 
 -- Keys that change the computation itself: data, initialisation, schedule, batch, optimizer,
@@ -58,7 +60,7 @@ end
 
 -- Expands 'section.*' and checks every path against the unified keys (tp.config.KEYS).
 local function expand_paths(list, field, name)
-  local keys = require('tp.plan.config').KEYS
+  local known = keys.KEYS
   if type(list) ~= 'table' then
     error(string.format("tp.methodology.define: '%s': %s must be a list of key paths, got %s",
       name, field, type(list)), 4)
@@ -72,13 +74,13 @@ local function expand_paths(list, field, name)
     local section = path:match('^([%w_]+)%.%*$')
     local matched = {}
     if section then
-      for k in pairs(keys) do
+      for k in pairs(known) do
         if k:sub(1, #section + 1) == section .. '.' then
           matched[#matched + 1] = k
         end
       end
       table.sort(matched)
-    elseif keys[path] then
+    elseif known[path] then
       matched[1] = path
     end
     if #matched == 0 then
@@ -223,33 +225,11 @@ function M.list()
   return copy_list(order)
 end
 
---- Compares two values of a config deeply (numbers by value, tables key by key).
----@param a any
----@param b any
----@return boolean
-function M.equal(a, b)
-  if type(a) ~= type(b) then
-    return false
-  end
-  if type(a) ~= 'table' then
-    return a == b
-  end
-  for k, v in pairs(a) do
-    if not M.equal(v, b[k]) then
-      return false
-    end
-  end
-  for k in pairs(b) do
-    if a[k] == nil then
-      return false
-    end
-  end
-  return true
-end
+--- Compares two values of a config deeply (numbers by value, tables key by key); the same
+--- function as tp.plan._keys.equal, which tp.config uses too.
+M.equal = keys.equal
 
-local function show(v)
-  return require('tp.plan.config').show(v)
-end
+local show = keys.show
 
 local function model_value(v)
   if type(v) == 'table' then
@@ -285,13 +265,12 @@ function M.check(m, configs_by_platform)
   if type(configs_by_platform) ~= 'table' then
     error('tp.methodology.check: configs_by_platform must be a table', 2)
   end
-  local config = require('tp.plan.config')
-  local names = config.sorted_keys(configs_by_platform)
+  local names = keys.sorted_keys(configs_by_platform)
   local findings = {}
   local function compare(path)
     local values, first, differ = {}, nil, false
     for i, p in ipairs(names) do
-      local v = config.get(configs_by_platform[p], path)
+      local v = keys.get(configs_by_platform[p], path)
       if path == 'model' then
         v = model_value(v)
       end
@@ -343,13 +322,12 @@ end
 ---@return string[] errors
 function M.check_overrides(m, common, overrides)
   m = resolve(m)
-  local config = require('tp.plan.config')
   local errors = {}
-  for _, p in ipairs(config.sorted_keys(overrides)) do
+  for _, p in ipairs(keys.sorted_keys(overrides)) do
     for _, path in ipairs(m.fixed) do
-      local over = config.get(overrides[p], path)
+      local over = keys.get(overrides[p], path)
       if over ~= nil then
-        local base = config.get(common, path)
+        local base = keys.get(common, path)
         if not M.equal(model_value(over), model_value(base)) then
           errors[#errors + 1] = string.format('platforms.%s.%s: %s fixes %s on every platform '
             .. '(experiment: %s, %s: %s)', p, path, m.name or 'the methodology', path,

@@ -79,7 +79,7 @@ local function check_gpus(entry, probe, add)
   if hw and hw.id then
     local seen = {}
     for _, d in ipairs(devices) do
-      local row = require('tp.plan.hardware').match(d)
+      local row = require('tp.catalog.hardware').match(d)
       if row and row.id ~= hw.id and not seen[row.id] then
         seen[row.id] = true
         add('error', 'gpus', string.format("%s: the recipe says hardware '%s', this machine has "
@@ -210,7 +210,7 @@ local function checkpoint_bytes(runs)
   for _, run in ipairs(runs) do
     local paths = run.config.paths
     if type(paths) == 'table' and paths.checkpoints then
-      local ok, n = pcall(require('tp.plan.models').params, run.config.model)
+      local ok, n = pcall(require('tp.catalog.models').params, run.config.model)
       if ok and type(n) == 'number' then
         total = total + n * M.CHECKPOINT_BYTES_PER_PARAM
       end

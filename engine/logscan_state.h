@@ -1,55 +1,15 @@
-// Internals of the log scanner shared by logscan.c (input, storage, accessors) and
-// logscan_parse.c (line normalisation and the per-framework line parsers). Not a public API.
+// The log scanner's state (struct TpLogScan) and the mutators every line parser shares:
+// diagnostics, argument dumps, parameter shards, memory reports and run facts (meta), plus the
+// UTF-8 hygiene of every string handed out. Internal to the scanner (engine/logscan*.c).
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "logscan.h"
-
-// Anchor search: every line worth a closer look contains one of the anchors (fixed strings).
-// They are found with a strided 4-byte-gram filter: positions p, p+6, p+12, ... are hashed and
-// looked up in a bitmap of the grams the anchors contain; any anchor of 9 bytes or more has a
-// gram at one of these positions (one per residue class of the stride is registered, the rarest
-// by a byte-frequency estimate), so only candidates are compared in full.
-#define LS_GRAM       4
-#define LS_MIN_ANCHOR 9
-#define LS_STRIDE     (LS_MIN_ANCHOR - LS_GRAM + 1)
-#define LS_HASH_BITS  15
-#define LS_HASH_SIZE  (1u << LS_HASH_BITS)
-
-typedef struct LsAnchor {
-  const char *text;
-  uint8_t len;
-  uint8_t id;   // LsAnchorId
-  uint8_t sub;  // signature or fact number for LA_SIGNATURE / LA_FACT
-} LsAnchor;
-
-typedef struct LsGramEnt {
-  uint16_t anchor;  // index in the anchor table
-  uint8_t off;      // offset of the gram inside the anchor
-  int16_t next;     // next entry with the same hash, -1 at the end
-} LsGramEnt;
-
-typedef struct LsIndex {
-  LsAnchor *anchors;  // fixed anchors, then one per failure signature
-  uint64_t *prefix;   // first 8 bytes of each anchor, for a one-load pre-check
-  size_t nanchors;
-  uint8_t hit[LS_HASH_SIZE];  // 1 where some registered gram hashes
-  int16_t head[LS_HASH_SIZE];
-  LsGramEnt *ents;
-  size_t nents;
-  // Gram frequencies sampled from the input: the registered gram of each anchor and residue is
-  // re-chosen as the rarest one in this log (every LS_ADAPT_EVERY bytes), so the filter stays
-  // selective whatever the log's vocabulary (NCCL chatter, Python warnings, ...).
-  uint32_t *counts;
-  uint64_t scanned;
-  uint64_t next_adapt;
-} LsIndex;
-
-#define LS_ADAPT_EVERY  (32u << 20)
-#define LS_ADAPT_SAMPLE (256u << 10)
+#include "common.h"
+#include "logscan_index.h"
+#include "logscan_types.h"
 
 // A record being built (by a built-in parser or a line hook).
 typedef struct LsPend {
@@ -57,7 +17,7 @@ typedef struct LsPend {
   uint64_t present;
   double v[TP_LOG_F_COUNT];
   bool derived;
-  TpBuf kv;  // packed entries, see kv_put in logscan.c
+  TpBuf kv;  // packed entries, see kv_put in logscan_rec.c
   size_t nlosses;
   char ts[64];
   size_t ts_len;
@@ -184,66 +144,32 @@ struct TpLogScan {
   bool diag_dirty;
 };
 
-// One normalised line (segment) as the parsers see it.
-typedef struct LsText {
-  const char *p;
-  size_t n;
-} LsText;
+// Appends p[0, n) as valid UTF-8: invalid sequences become U+FFFD, control bytes a space.
+// Returns 0 or TP_ENOMEM.
+int ls_utf8_append(TpBuf *b, const char *p, size_t n);
 
-typedef struct LsLine {
-  const char *p;  // payload after launcher/logger prefixes (in s->norm)
-  size_t n;
-  const char *full;  // the whole line without escape sequences
-  size_t full_n;
-  uint64_t lineno;
-  bool terminated;
-  bool has_nul;
-  // Rank: srun task id, torchrun/PyTorch "[xxxN]:" rank, Primus "[rank-R/W]".
-  bool has_task, has_local, has_primus;
-  long task, local, primus_rank, primus_world;
-  // Timestamps found in prefixes.
-  LsText ts_bracket;  // "[YYYY-MM-DD HH:MM:SS(.f)]" (Megatron's own, or a launcher's)
-  LsText ts_primus;   // Primus logger "YYYYMMDD HH:MM:SS"
-  LsText ts_iso;      // external "[YYYY-MM-DDTHH:MM:SS+zz:zz]"
-  LsText ts_titan;    // torchtitan logger "YYYY-MM-DD HH:MM:SS,mmm"
-  LsText ts_nemo;     // NeMo logger "YYYY-MM-DD HH:MM:SS"
-} LsLine;
+// Lines seen so far ('\n' count, plus one for an unterminated last line).
+uint64_t ls_lines(const TpLogScan *s);
 
-// Anchor identifiers (what a matched anchor announces).
-typedef enum LsAnchorId {
-  LA_ITERATION,
-  LA_NEMO_EPOCH,
-  LA_NEMO_STEP,
-  LA_TT_STEP,
-  LA_ARGS_RULE,
-  LA_PARAMETERS,
-  LA_MEMORY_REPORT,
-  LA_THEORETICAL,
-  LA_SIGNATURE,  // failure signature (table in logscan_parse.c)
-  LA_FACT,       // run fact (meta) line
-} LsAnchorId;
+// Whether a record line of family `fam` may be read (the family is free or already that one,
+// and the forced format allows it), and locking the family after its first record.
+bool ls_family_allows(const TpLogScan *s, int fam);
+void ls_family_lock(TpLogScan *s, int fam);
 
-// logscan_parse.c
-size_t ls_anchor_count(void);
-LsAnchor ls_anchor_get(size_t i);
-int ls_process_segment(TpLogScan *s, const char *seg, size_t n, uint64_t lineno, bool terminated);
-int ls_finish_parse(TpLogScan *s);
-
-// logscan.c
+// Notes a diagnostic: the first match of the most severe kind keeps the message
+// "<what>: <excerpt>" (excerpt cut, made valid UTF-8); every match counts.
 int ls_diag(TpLogScan *s, TpLogDiagKind kind, TpLogSeverity sev, uint64_t line, const char *what,
             const char *excerpt, size_t excerpt_len);
 // Replaces the message of an existing diagnostic ("<what>: <excerpt>").
 int ls_diag_message(TpLogScan *s, TpLogDiagKind kind, const char *what, const char *excerpt,
                     size_t excerpt_len);
+
+// Adds one argument to a dump (bounded by TP_LOGSCAN_MAX_ARGS_BYTES, diagnosed once).
 int ls_arg_add(TpLogScan *s, TpLogArgDump which, const char *name, size_t nlen, const char *val,
                size_t vlen);
+// Adds (or updates) the parameter count of one model-parallel shard.
 int ls_shard_add(TpLogScan *s, long tp, long gtp, long pp, double count);
 int ls_mem_add(TpLogScan *s, const TpLogMemReport *m);
+// Sets a run fact; a finite value only, and without `override` only when it is not known yet.
 void ls_meta_set(TpLogScan *s, TpLogMetaKey k, double v, bool override);
 int ls_meta_str(TpLogScan *s, TpLogMetaStr k, const char *v, size_t n, bool override);
-size_t ls_find_anchor(const TpLogScan *s, const char *base, size_t from, size_t to, size_t limit,
-                      size_t *anchor);
-// Calls fn for every anchor occurrence in b[0, n) (in probe order, not position order).
-void ls_each_anchor(const TpLogScan *s, const char *b, size_t n,
-                    void (*fn)(void *ud, const LsAnchor *a, size_t start), void *ud);
-void ls_rec_set_key(TpLogScan *s, bool has_key, int64_t key);

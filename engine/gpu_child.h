@@ -1,5 +1,6 @@
-// Internals shared by engine/gpu.c (probe orchestration, report parsing, library search),
-// engine/gpu_probe.c (what a probe child asks each library) and engine/gpu_sampler.c.
+// Child processes of the GPU module and the report lines they write back: a child runs one
+// probe or the sampler with a clean descriptor table and is reaped with a deadline; everything it
+// reports travels as escaped, tab-separated lines (formats in gpu.c and gpu_sampler.c).
 #pragma once
 
 #include <stdarg.h>
@@ -7,7 +8,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "gpu.h"
+#include "common.h"
 
 /// Upper bound of a child's report; a longer one is refused as malformed.
 #define TP_GPU_REPORT_MAX (1u << 20)
@@ -15,6 +16,9 @@
 #define TP_GPU_OUTPUT_MAX (64u << 10)
 /// Most devices one library may report.
 #define TP_GPU_DEVICES_MAX 1024
+
+/// Returns CLOCK_MONOTONIC in seconds, the clock of TpGpuSample.t.
+double tp_gpu_monotonic(void);
 
 /// Writes one report line "<tag>\t<key>\t<escaped value>\n" with a single write(2) on `fd`
 /// (tag "b" for the backend, or the device index). Errors are ignored: the parent notices a
@@ -27,40 +31,6 @@ int tp_gpu_escape(TpBuf *b, const char *s, size_t len);
 /// Decodes an escaped value of `len` bytes into `out` (size `outsz`, truncated, NUL-ended).
 /// @return 0 or -1 for a malformed escape.
 int tp_gpu_unescape(const char *s, size_t len, char *out, size_t outsz);
-
-/// A library opened in a child.
-typedef struct TpGpuLib {
-  void *handle;
-  char soname[64];  ///< the candidate's base name
-  char path[512];   ///< resolved path of the file
-} TpGpuLib;
-
-/// Walks the candidates of one api (tp_gpu_candidates), skipping files already tried.
-typedef struct TpGpuOpenIter {
-  TpGpuApi api;
-  TpGpuList cands;
-  size_t next;
-  TpGpuList seen;  ///< resolved paths opened so far
-  TpBuf tried;     ///< "<candidate>: <why>\n" lines
-  int phase_fd;    ///< report descriptor for "phase dlopen <file>" lines, or -1
-} TpGpuOpenIter;
-
-/// Starts iterating the candidates of `api`. @return 0 or TP_ENOMEM.
-int tp_gpu_open_begin(TpGpuOpenIter *it, TpGpuApi api, const char *libpath);
-/// Opens the next loadable candidate with RTLD_NOW | RTLD_LOCAL into `lib`.
-/// @return true when one was opened; false when the candidates are exhausted.
-bool tp_gpu_open_next(TpGpuOpenIter *it, TpGpuLib *lib);
-/// Frees the iterator (the libraries stay loaded).
-void tp_gpu_open_end(TpGpuOpenIter *it);
-
-/// The sonames tried for `api`, newest first, NULL-terminated.
-const char *const *tp_gpu_sonames(TpGpuApi api);
-
-/// Resolves `name` in `lib`, or NULL.
-void *tp_gpu_sym(const TpGpuLib *lib, const char *name);
-
-/// Runs the probe of `api` in the current (child) process, writing its report to `fd`.
-void tp_gpu_probe_child(TpGpuApi api, const char *libpath, int fd);
 
 /// Forks a child that runs `fn(arg)` with stdin on /dev/null, stdout and stderr on `out_fd`,
 /// `fd3` as descriptor 3 and `fd4` (or -1) as descriptor 4, every other descriptor closed,

@@ -1,96 +1,88 @@
 -- tp.models: the model catalog (Llama 3.1 / 3.2, Qwen 2.5): architecture fields, exact
 -- parameter counts, and model FLOPs per token for MFU (HARDWARE.md §3 of the design notes).
 -- Shapes are the values of each model's published Hugging Face config.json, cited per row.
+local catalog_rows = require('tp.catalog._rows')
+
 local M = {}
+
+-- One catalog row: the fields its family shares, then its own; a published model's `source` is
+-- its Hugging Face config.json.
+local function catalog_row(family, fields)
+  local out = { source = string.format('huggingface.co/%s config.json', fields.hf_name) }
+  for k, v in pairs(family) do
+    out[k] = v
+  end
+  for k, v in pairs(fields) do
+    out[k] = v
+  end
+  return out
+end
 
 -- Llama 3.x rows carry `rope_scaling` (the "llama3" RoPE frequency scaling of their
 -- config.json: factor 8 for 3.1, 32 for 3.2), so every framework applies the same positions.
 -- Every row: a decoder-only transformer with RMSNorm, SwiGLU MLP, rotary positions and grouped
 -- query attention. Qwen 2.5 adds biases on q/k/v (huggingface/transformers
 -- src/transformers/models/qwen2/modeling_qwen2.py: q_proj, k_proj, v_proj bias=True).
+local LLAMA3 = {
+  family = 'llama', num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
+  max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5, qkv_bias = false,
+}
+
+-- The "llama3" RoPE scaling of a Llama 3.x config.json; a new table for every row.
+local function llama3_rope(factor)
+  return { type = 'llama3', factor = factor, low_freq_factor = 1.0, high_freq_factor = 4.0,
+           original_max_position_embeddings = 8192 }
+end
+
+local QWEN2_5 = {
+  family = 'qwen', num_kv_heads = 8, head_dim = 128, vocab_size = 152064,
+  max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-5,
+  tie_embeddings = false, qkv_bias = true,
+}
+
 local ROWS = {
-  {
-    id = 'llama3.1-8b', family = 'llama', hf_name = 'meta-llama/Llama-3.1-8B',
-    num_layers = 32, hidden_size = 4096, ffn_hidden_size = 14336,
-    num_attention_heads = 32, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
-    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
-    rope_scaling = { type = 'llama3', factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
-                     original_max_position_embeddings = 8192 },
-    tie_embeddings = false, qkv_bias = false,
-    source = 'huggingface.co/meta-llama/Llama-3.1-8B config.json',
-  },
-  {
-    id = 'llama3.1-70b', family = 'llama', hf_name = 'meta-llama/Llama-3.1-70B',
-    num_layers = 80, hidden_size = 8192, ffn_hidden_size = 28672,
-    num_attention_heads = 64, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
-    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
-    rope_scaling = { type = 'llama3', factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
-                     original_max_position_embeddings = 8192 },
-    tie_embeddings = false, qkv_bias = false,
-    source = 'huggingface.co/meta-llama/Llama-3.1-70B config.json',
-  },
-  {
-    id = 'llama3.1-405b', family = 'llama', hf_name = 'meta-llama/Llama-3.1-405B',
-    num_layers = 126, hidden_size = 16384, ffn_hidden_size = 53248,
-    num_attention_heads = 128, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
-    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
-    rope_scaling = { type = 'llama3', factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
-                     original_max_position_embeddings = 8192 },
-    tie_embeddings = false, qkv_bias = false,
-    source = 'huggingface.co/meta-llama/Llama-3.1-405B config.json',
-  },
-  {
-    id = 'llama3.2-1b', family = 'llama', hf_name = 'meta-llama/Llama-3.2-1B',
-    num_layers = 16, hidden_size = 2048, ffn_hidden_size = 8192,
-    num_attention_heads = 32, num_kv_heads = 8, head_dim = 64, vocab_size = 128256,
-    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
-    rope_scaling = { type = 'llama3', factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
-                     original_max_position_embeddings = 8192 },
-    tie_embeddings = true, qkv_bias = false,
-    source = 'huggingface.co/meta-llama/Llama-3.2-1B config.json',
-  },
-  {
-    id = 'llama3.2-3b', family = 'llama', hf_name = 'meta-llama/Llama-3.2-3B',
-    num_layers = 28, hidden_size = 3072, ffn_hidden_size = 8192,
-    num_attention_heads = 24, num_kv_heads = 8, head_dim = 128, vocab_size = 128256,
-    max_position_embeddings = 131072, rope_theta = 500000.0, norm_eps = 1e-5,
-    rope_scaling = { type = 'llama3', factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
-                     original_max_position_embeddings = 8192 },
-    tie_embeddings = true, qkv_bias = false,
-    source = 'huggingface.co/meta-llama/Llama-3.2-3B config.json',
-  },
-  {
-    id = 'qwen2.5-7b', family = 'qwen', hf_name = 'Qwen/Qwen2.5-7B',
-    num_layers = 28, hidden_size = 3584, ffn_hidden_size = 18944,
-    num_attention_heads = 28, num_kv_heads = 4, head_dim = 128, vocab_size = 152064,
-    max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-6,
-    tie_embeddings = false, qkv_bias = true,
-    source = 'huggingface.co/Qwen/Qwen2.5-7B config.json',
-  },
-  {
-    id = 'qwen2.5-14b', family = 'qwen', hf_name = 'Qwen/Qwen2.5-14B',
-    num_layers = 48, hidden_size = 5120, ffn_hidden_size = 13824,
-    num_attention_heads = 40, num_kv_heads = 8, head_dim = 128, vocab_size = 152064,
-    max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-5,
-    tie_embeddings = false, qkv_bias = true,
-    source = 'huggingface.co/Qwen/Qwen2.5-14B config.json',
-  },
-  {
-    id = 'qwen2.5-32b', family = 'qwen', hf_name = 'Qwen/Qwen2.5-32B',
-    num_layers = 64, hidden_size = 5120, ffn_hidden_size = 27648,
-    num_attention_heads = 40, num_kv_heads = 8, head_dim = 128, vocab_size = 152064,
-    max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-5,
-    tie_embeddings = false, qkv_bias = true,
-    source = 'huggingface.co/Qwen/Qwen2.5-32B config.json',
-  },
-  {
-    id = 'qwen2.5-72b', family = 'qwen', hf_name = 'Qwen/Qwen2.5-72B',
-    num_layers = 80, hidden_size = 8192, ffn_hidden_size = 29568,
-    num_attention_heads = 64, num_kv_heads = 8, head_dim = 128, vocab_size = 152064,
-    max_position_embeddings = 131072, rope_theta = 1000000.0, norm_eps = 1e-5,
-    tie_embeddings = false, qkv_bias = true,
-    source = 'huggingface.co/Qwen/Qwen2.5-72B config.json',
-  },
+  catalog_row(LLAMA3, {
+    id = 'llama3.1-8b', hf_name = 'meta-llama/Llama-3.1-8B',
+    num_layers = 32, hidden_size = 4096, ffn_hidden_size = 14336, num_attention_heads = 32,
+    rope_scaling = llama3_rope(8.0), tie_embeddings = false,
+  }),
+  catalog_row(LLAMA3, {
+    id = 'llama3.1-70b', hf_name = 'meta-llama/Llama-3.1-70B',
+    num_layers = 80, hidden_size = 8192, ffn_hidden_size = 28672, num_attention_heads = 64,
+    rope_scaling = llama3_rope(8.0), tie_embeddings = false,
+  }),
+  catalog_row(LLAMA3, {
+    id = 'llama3.1-405b', hf_name = 'meta-llama/Llama-3.1-405B',
+    num_layers = 126, hidden_size = 16384, ffn_hidden_size = 53248, num_attention_heads = 128,
+    rope_scaling = llama3_rope(8.0), tie_embeddings = false,
+  }),
+  catalog_row(LLAMA3, {
+    id = 'llama3.2-1b', hf_name = 'meta-llama/Llama-3.2-1B',
+    num_layers = 16, hidden_size = 2048, ffn_hidden_size = 8192, num_attention_heads = 32,
+    head_dim = 64, rope_scaling = llama3_rope(32.0), tie_embeddings = true,
+  }),
+  catalog_row(LLAMA3, {
+    id = 'llama3.2-3b', hf_name = 'meta-llama/Llama-3.2-3B',
+    num_layers = 28, hidden_size = 3072, ffn_hidden_size = 8192, num_attention_heads = 24,
+    rope_scaling = llama3_rope(32.0), tie_embeddings = true,
+  }),
+  catalog_row(QWEN2_5, {
+    id = 'qwen2.5-7b', hf_name = 'Qwen/Qwen2.5-7B',
+    num_layers = 28, hidden_size = 3584, ffn_hidden_size = 18944, num_attention_heads = 28,
+    num_kv_heads = 4, norm_eps = 1e-6,
+  }),
+  catalog_row(QWEN2_5, {
+    id = 'qwen2.5-14b', hf_name = 'Qwen/Qwen2.5-14B',
+    num_layers = 48, hidden_size = 5120, ffn_hidden_size = 13824, num_attention_heads = 40,
+  }),
+  catalog_row(QWEN2_5, {
+    id = 'qwen2.5-32b', hf_name = 'Qwen/Qwen2.5-32B',
+    num_layers = 64, hidden_size = 5120, ffn_hidden_size = 27648, num_attention_heads = 40,
+  }),
+  catalog_row(QWEN2_5, {
+    id = 'qwen2.5-72b', hf_name = 'Qwen/Qwen2.5-72B',
+    num_layers = 80, hidden_size = 8192, ffn_hidden_size = 29568, num_attention_heads = 64,
+  }),
   -- The reference trainer's model (tools/reftrain): the Llama shape scaled down to run on CPU
   -- cores in seconds, over a byte vocabulary (256 ids, the `bytes` tokenizer of tplua data).
   {
@@ -153,42 +145,23 @@ local function shape(m)
   }
 end
 
+local row_ids, row_get, row_list = catalog_rows.accessors(ROWS, BY_ID, copy, 'tp.models.get',
+  "models: unknown model '%s' (known: %s)")
+
 --- Lists the model ids in catalog order.
 ---@return string[]
-function M.ids()
-  local out = {}
-  for i, row in ipairs(ROWS) do
-    out[i] = row.id
-  end
-  return out
-end
+M.ids = row_ids
 
 --- Returns a copy of model row `id`, or nil, message, 'ENOENT'.
 ---@param id string
 ---@return table|nil row
 ---@return string? err
 ---@return string? code
-function M.get(id)
-  if type(id) ~= 'string' then
-    error(string.format('tp.models.get: string expected, got %s', type(id)), 2)
-  end
-  local row = BY_ID[id]
-  if not row then
-    return nil, string.format("models: unknown model '%s' (known: %s)", id,
-      table.concat(M.ids(), ', ')), 'ENOENT'
-  end
-  return copy(row)
-end
+M.get = row_get
 
 --- Returns copies of every row, in catalog order.
 ---@return table[]
-function M.list()
-  local out = {}
-  for i, row in ipairs(ROWS) do
-    out[i] = copy(row)
-  end
-  return out
-end
+M.list = row_list
 
 --- Counts the parameters of a model (id or row), exactly: per layer q/k/v/o and the three
 --- SwiGLU matrices, the q/k/v biases when `qkv_bias`, two RMSNorm vectors; the final norm; the

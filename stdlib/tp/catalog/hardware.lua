@@ -3,6 +3,8 @@
 -- Figures and their sources: HARDWARE.md §1 of the design notes, which cites the vendors'
 -- datasheets and whitepapers; each row's `source` names them. Peaks are DENSE (no 2:4
 -- sparsity); a precision a GPU lacks is nil, never 0.
+local catalog_rows = require('tp.catalog._rows')
+
 local M = {}
 
 -- Sources, as cited in HARDWARE.md §6.
@@ -25,6 +27,38 @@ local SRC = {
 
 --- Precisions with a peak in the catalog.
 M.PRECISIONS = { 'fp32', 'tf32', 'bf16', 'fp16', 'fp8' }
+
+local function copy(t)
+  if type(t) ~= 'table' then
+    return t
+  end
+  local out = {}
+  for k, v in pairs(t) do
+    out[k] = copy(v)
+  end
+  return out
+end
+
+-- One catalog row: a copy of the fields its vendor or chip shares, then its own.
+local function catalog_row(base, fields)
+  local out = copy(base)
+  for k, v in pairs(fields) do
+    out[k] = v
+  end
+  return out
+end
+
+local NVIDIA = { vendor = 'nvidia', fp32_lanes_per_unit = 128, exclude = {} }
+local AMD = { vendor = 'amd', fp32_lanes_per_unit = 64, exclude = {} }
+
+-- MI300X and MI325X: one CDNA 3 compute die (gfx942, 304 CUs, same clock and peaks); memory,
+-- bandwidth and TDP differ.
+local MI300 = catalog_row(AMD, {
+  arch = 'gfx942', sm_count = 304, clock_mhz = 2100,
+  peak_tflops = { fp32 = 163.4, tf32 = 653.7, bf16 = 1307.4, fp16 = 1307.4, fp8 = 2614.9 },
+  peak_tflops_sparse = { tf32 = 1307.4, bf16 = 2614.9, fp16 = 2614.9, fp8 = 5229.8 },
+  source = SRC.mi300,
+})
 
 -- Name rules: `names` are Lua patterns the device name must match (one of them), `exclude`
 -- patterns it must not match. Both are applied to the name made canonical (upper case, '-', '_'
@@ -49,8 +83,8 @@ M.PRECISIONS = { 'fp32', 'tf32', 'bf16', 'fp16', 'fp8' }
 --   meta-pytorch/tritonbench PR #702): such a device is identified by `arch`, full CU count
 --   and memory instead (generic_match below).
 local ROWS = {
-  {
-    id = 'a100-sxm', name = 'NVIDIA A100 SXM4 80GB', vendor = 'nvidia', arch = 'sm_80',
+  catalog_row(NVIDIA, {
+    id = 'a100-sxm', name = 'NVIDIA A100 SXM4 80GB', arch = 'sm_80',
     compute_capability = '8.0', sm_count = 108, fp32_lanes_per_unit = 64,
     memory_gb = 80, memory_type = 'HBM2e', bandwidth_tbs = 2.039, tdp_w = 400,
     peak_tflops = { fp32 = 19.5, tf32 = 156, bf16 = 312, fp16 = 312 },
@@ -58,100 +92,90 @@ local ROWS = {
     names = { '%f[%w]A100 SXM4? 80GB%f[%W]', '%f[%w]A100 80GB SXM4?%f[%W]' },
     exclude = { 'PCIE' },
     source = SRC.a100,
-  },
-  {
-    id = 'h100-sxm', name = 'NVIDIA H100 SXM5 80GB', vendor = 'nvidia', arch = 'sm_90',
-    compute_capability = '9.0', sm_count = 132, fp32_lanes_per_unit = 128,
+  }),
+  catalog_row(NVIDIA, {
+    id = 'h100-sxm', name = 'NVIDIA H100 SXM5 80GB', arch = 'sm_90',
+    compute_capability = '9.0', sm_count = 132,
     memory_gb = 80, memory_type = 'HBM3', bandwidth_tbs = 3.35, tdp_w = 700,
     peak_tflops = { fp32 = 67, tf32 = 494.7, bf16 = 989.4, fp16 = 989.4, fp8 = 1978.9 },
     peak_tflops_sparse = { tf32 = 989.4, bf16 = 1978.9, fp16 = 1978.9, fp8 = 3957.8 },
     names = { '%f[%w]H100%f[%W]' }, exclude = { 'PCIE', 'NVL' },
     notes = 'FP32 67 TF per the datasheet (whitepaper: 66.9)',
     source = SRC.h100,
-  },
-  {
-    id = 'h100-pcie', name = 'NVIDIA H100 PCIe 80GB', vendor = 'nvidia', arch = 'sm_90',
-    compute_capability = '9.0', sm_count = 114, fp32_lanes_per_unit = 128,
+  }),
+  catalog_row(NVIDIA, {
+    id = 'h100-pcie', name = 'NVIDIA H100 PCIe 80GB', arch = 'sm_90',
+    compute_capability = '9.0', sm_count = 114,
     memory_gb = 80, memory_type = 'HBM2e', bandwidth_tbs = 2.0, tdp_w = 350,
     peak_tflops = { fp32 = 51, tf32 = 378, bf16 = 756, fp16 = 756, fp8 = 1513 },
     peak_tflops_sparse = { tf32 = 756, bf16 = 1513, fp16 = 1513, fp8 = 3026 },
     names = { '%f[%w]H100 PCIE%f[%W]' }, exclude = { 'NVL' },
     notes = 'TDP 300-350 W (whitepaper: 350 W); FP32 51 TF (whitepaper: 51.2)',
     source = SRC.h100,
-  },
-  {
-    id = 'h200', name = 'NVIDIA H200 SXM 141GB', vendor = 'nvidia', arch = 'sm_90',
-    compute_capability = '9.0', sm_count = 132, fp32_lanes_per_unit = 128,
+  }),
+  catalog_row(NVIDIA, {
+    id = 'h200', name = 'NVIDIA H200 SXM 141GB', arch = 'sm_90',
+    compute_capability = '9.0', sm_count = 132,
     memory_gb = 141, memory_type = 'HBM3e', bandwidth_tbs = 4.8, tdp_w = 700,
     peak_tflops = { fp32 = 67, tf32 = 494.7, bf16 = 989.4, fp16 = 989.4, fp8 = 1978.9 },
     peak_tflops_sparse = { tf32 = 989, bf16 = 1979, fp16 = 1979, fp8 = 3958 },
     names = { '%f[%w]H200%f[%W]' }, exclude = { 'NVL' },
     notes = 'SM count as H100 SXM (same GH100 configuration; not on the spec sheet)',
     source = SRC.h200,
-  },
-  {
-    id = 'b200', name = 'NVIDIA B200 (HGX B200, per GPU)', vendor = 'nvidia', arch = 'sm_100',
-    compute_capability = '10.0', sm_count = 148, fp32_lanes_per_unit = 128,
+  }),
+  catalog_row(NVIDIA, {
+    id = 'b200', name = 'NVIDIA B200 (HGX B200, per GPU)', arch = 'sm_100',
+    compute_capability = '10.0', sm_count = 148,
     memory_gb = 180, memory_type = 'HBM3E', bandwidth_tbs = 7.7, tdp_w = 1000,
     peak_tflops = { fp32 = 75, tf32 = 1100, bf16 = 2250, fp16 = 2250, fp8 = 4500, fp4 = 9000 },
     peak_tflops_sparse = { tf32 = 2200, bf16 = 4500, fp16 = 4500, fp8 = 9000, fp4 = 18000 },
-    names = { '%f[%w]B200%f[%W]' }, exclude = {},
+    names = { '%f[%w]B200%f[%W]' },
     notes = 'launch material: 192 GB, 8 TB/s; 148 SMs is a third-party device-query value',
     source = SRC.b200,
-  },
-  {
-    id = 'gb200', name = 'NVIDIA GB200 (per Blackwell GPU)', vendor = 'nvidia', arch = 'sm_100',
-    compute_capability = '10.0', sm_count = nil, fp32_lanes_per_unit = 128,
+  }),
+  catalog_row(NVIDIA, {
+    id = 'gb200', name = 'NVIDIA GB200 (per Blackwell GPU)', arch = 'sm_100',
+    compute_capability = '10.0', sm_count = nil,
     memory_gb = 186, memory_type = 'HBM3E', bandwidth_tbs = 8.0, tdp_w = 1200,
     peak_tflops = { fp32 = 80, tf32 = 1250, bf16 = 2500, fp16 = 2500, fp8 = 5000, fp4 = 10000 },
     peak_tflops_sparse = { tf32 = 2500, bf16 = 5000, fp16 = 5000, fp8 = 10000, fp4 = 20000 },
-    names = { '%f[%w]GB200%f[%W]' }, exclude = {},
+    names = { '%f[%w]GB200%f[%W]' },
     notes = 'SM count not published (read at run time); launch material: 192 GB',
     source = SRC.gb200,
-  },
-  {
-    id = 'mi250x', name = 'AMD Instinct MI250X (OAM, 2 GCDs)', vendor = 'amd', arch = 'gfx90a',
-    sm_count = 220, fp32_lanes_per_unit = 64, devices_per_package = 2,
+  }),
+  catalog_row(AMD, {
+    id = 'mi250x', name = 'AMD Instinct MI250X (OAM, 2 GCDs)', arch = 'gfx90a',
+    sm_count = 220, devices_per_package = 2,
     memory_gb = 128, memory_type = 'HBM2e', bandwidth_tbs = 3.2768, tdp_w = 560,
     peak_tflops = { fp32 = 47.9, bf16 = 383.0, fp16 = 383.0 },
     peak_tflops_sparse = {},
     clock_mhz = 1700,
-    names = { '%f[%w]MI250X%f[%W]' }, exclude = {},
+    names = { '%f[%w]MI250X%f[%W]' },
     notes = 'each GCD (110 CUs, 64 GB) is one HIP device: per-device peaks are half; '
       .. 'FP32 47.9 TF vector (95.7 matrix / packed); TDP 500 W / 560 W',
     source = SRC.mi250x,
-  },
-  {
-    id = 'mi300x', name = 'AMD Instinct MI300X', vendor = 'amd', arch = 'gfx942',
-    sm_count = 304, fp32_lanes_per_unit = 64,
+  }),
+  catalog_row(MI300, {
+    id = 'mi300x', name = 'AMD Instinct MI300X',
     memory_gb = 192, memory_type = 'HBM3', bandwidth_tbs = 5.3, tdp_w = 750,
-    peak_tflops = { fp32 = 163.4, tf32 = 653.7, bf16 = 1307.4, fp16 = 1307.4, fp8 = 2614.9 },
-    peak_tflops_sparse = { tf32 = 1307.4, bf16 = 2614.9, fp16 = 2614.9, fp8 = 5229.8 },
-    clock_mhz = 2100,
-    names = { '%f[%w]MI300X%f[%W]' }, exclude = {},
-    source = SRC.mi300,
-  },
-  {
-    id = 'mi325x', name = 'AMD Instinct MI325X', vendor = 'amd', arch = 'gfx942',
-    sm_count = 304, fp32_lanes_per_unit = 64,
+    names = { '%f[%w]MI300X%f[%W]' },
+  }),
+  catalog_row(MI300, {
+    id = 'mi325x', name = 'AMD Instinct MI325X',
     memory_gb = 256, memory_type = 'HBM3E', bandwidth_tbs = 6.0, tdp_w = 1000,
-    peak_tflops = { fp32 = 163.4, tf32 = 653.7, bf16 = 1307.4, fp16 = 1307.4, fp8 = 2614.9 },
-    peak_tflops_sparse = { tf32 = 1307.4, bf16 = 2614.9, fp16 = 2614.9, fp8 = 5229.8 },
-    clock_mhz = 2100,
-    names = { '%f[%w]MI325X%f[%W]' }, exclude = {},
-    source = SRC.mi300,
-  },
-  {
-    id = 'mi355x', name = 'AMD Instinct MI355X', vendor = 'amd', arch = 'gfx950',
-    sm_count = 256, fp32_lanes_per_unit = 64,
+    names = { '%f[%w]MI325X%f[%W]' },
+  }),
+  catalog_row(AMD, {
+    id = 'mi355x', name = 'AMD Instinct MI355X', arch = 'gfx950',
+    sm_count = 256,
     memory_gb = 288, memory_type = 'HBM3E', bandwidth_tbs = 8.0, tdp_w = 1400,
     peak_tflops = { fp32 = 157.3, bf16 = 2516.6, fp16 = 2516.6, fp8 = 5033.2, fp4 = 10066 },
     peak_tflops_sparse = { bf16 = 5033.2, fp16 = 5033.2, fp8 = 10066 },
     clock_mhz = 2400, twins = { { name = 'MI350X', clock_mhz = 2200 } },
-    names = { '%f[%w]MI355X%f[%W]' }, exclude = {},
+    names = { '%f[%w]MI355X%f[%W]' },
     notes = 'no TF32 rate in the CDNA 4 tables: unknown; peaks derived from FLOPs/clock/CU',
     source = SRC.mi355x,
-  },
+  }),
 }
 
 local BY_ID = {}
@@ -161,17 +185,6 @@ end
 
 -- Prices per GPU-hour: none is assumed until one is set.
 local prices = {}
-
-local function copy(t)
-  if type(t) ~= 'table' then
-    return t
-  end
-  local out = {}
-  for k, v in pairs(t) do
-    out[k] = copy(v)
-  end
-  return out
-end
 
 -- A row as handed out: a copy (callers may not change the catalog) with its price, if set.
 local function public(row)
@@ -185,15 +198,12 @@ local function public(row)
   return r
 end
 
+local row_ids, row_get, row_list = catalog_rows.accessors(ROWS, BY_ID, public, 'tp.hardware.get',
+  "hardware: no catalog row '%s' (known: %s)")
+
 --- Lists the catalog ids in table order.
 ---@return string[]
-function M.ids()
-  local out = {}
-  for i, row in ipairs(ROWS) do
-    out[i] = row.id
-  end
-  return out
-end
+M.ids = row_ids
 
 --- Returns a copy of the catalog row `id` ('a100-sxm', 'h100-sxm', 'h100-pcie', 'h200',
 --- 'b200', 'gb200', 'mi250x', 'mi300x', 'mi325x', 'mi355x'), or nil, message, 'ENOENT'.
@@ -204,27 +214,11 @@ end
 ---@return table|nil row
 ---@return string? err
 ---@return string? code
-function M.get(id)
-  if type(id) ~= 'string' then
-    error(string.format('tp.hardware.get: string expected, got %s', type(id)), 2)
-  end
-  local row = BY_ID[id]
-  if not row then
-    return nil, string.format("hardware: no catalog row '%s' (known: %s)", id,
-      table.concat(M.ids(), ', ')), 'ENOENT'
-  end
-  return public(row)
-end
+M.get = row_get
 
 --- Returns copies of all rows.
 ---@return table[]
-function M.list()
-  local out = {}
-  for i, row in ipairs(ROWS) do
-    out[i] = public(row)
-  end
-  return out
-end
+M.list = row_list
 
 --- Returns the peak dense TFLOP/s of `row` (a row or an id) at `precision`, or nil with a
 --- message when the catalog has none (the GPU lacks it or no figure is published).

@@ -1,0 +1,112 @@
+-- tp.experiment._execute: running a plan: this machine's platform (tp.gpu.probe) or the one a
+-- Slurm plan submits, the runs in tp.campaign's shape, and their execution through it.
+local config = require('tp.plan.config')
+
+local M = {}
+
+--- Finds this machine's platform with tp.gpu.probe: 'nvd' (NVIDIA), 'amd', or nil and a reason.
+---@return string|nil platform
+---@return string reason what the probe found
+---@return table|nil probe
+function M.local_platform()
+  local ok, gpu = pcall(require, 'tp.gpu')
+  if not ok then
+    return nil, 'tp.gpu cannot be loaded: ' .. tostring(gpu)
+  end
+  local probe, err = gpu.probe({ timeout = 60 })
+  if not probe then
+    return nil, 'GPU probe failed: ' .. tostring(err)
+  end
+  local d = probe.devices[1]
+  if not d then
+    return nil, 'the NVIDIA and AMD libraries report no device', probe
+  end
+  local p = d.vendor == 'nvidia' and 'nvd' or (d.vendor == 'amd' and 'amd' or nil)
+  local names = {}
+  for _, dev in ipairs(probe.devices) do
+    names[dev.name or '?'] = (names[dev.name or '?'] or 0) + 1
+  end
+  local parts = {}
+  for _, n in ipairs(config.sorted_keys(names)) do
+    parts[#parts + 1] = string.format('%d x %s', names[n], n)
+  end
+  return p, table.concat(parts, ', '), probe
+end
+
+--- The platform whose runs a Slurm plan submits: --only's, else the plan's only platform; the
+--- machine tplua runs on (a login node) need not have its GPUs.
+---@param plan table
+---@param opts table the parsed flags
+---@return string|nil platform
+---@return string reason
+function M.slurm_platform(plan, opts)
+  if opts.only then
+    return opts.only, 'submitted through Slurm (--only)'
+  end
+  if #plan.order == 1 then
+    return plan.order[1], 'submitted through Slurm'
+  end
+  return nil, string.format('--launcher slurm: the plan has %d platforms (%s); choose the one '
+    .. "this cluster has with --only", #plan.order, table.concat(plan.order, ', '))
+end
+
+--- The runs of a plan in the shape tp.campaign takes (docs/recipes.md, "Running").
+---@param plan table
+---@param platform? string only this platform's runs
+---@param extra? table {preflight?} what every run's record carries besides (the preflight's
+---  summary, tp.preflight.summary)
+---@return table[]
+function M.campaign_runs(plan, platform, extra)
+  local out = {}
+  for _, r in ipairs(plan.runs) do
+    if platform == nil or r.platform == platform then
+      local dataset = r.config.training and r.config.training.dataset
+      out[#out + 1] = {
+        id = r.id, argv = r.argv, env = r.env, cwd = r.cwd, parser = r.parser,
+        timeout = r.timeout, gbs = r.gbs, seq_len = r.seq_len, gpus = r.gpus,
+        platform = r.platform, framework = r.framework, model = r.model,
+        methodology = r.methodology, ['repeat'] = r['repeat'], config = r.config,
+        files = r.files, files_dir = r.output, hardware = r.hardware,
+        launcher = r.launcher == 'slurm' and 'slurm' or nil,
+        experiment = plan.experiment,
+        dataset = type(dataset) == 'string' and dataset or nil,
+        profile = r.profile,
+        preflight = extra and extra.preflight,
+      }
+    end
+  end
+  return out
+end
+
+--- Runs the plan's runs of `platform` through tp.campaign. Returns the campaign's result, or
+--- nil, message, code: 'ENOSYS' when tp.campaign is not available in this installation.
+---@param plan table
+---@param platform string
+---@param opts? table passed to campaign:execute
+---@param extra? table passed to M.campaign_runs
+---@return any|nil result
+---@return string? err
+---@return string? code
+function M.execute(plan, platform, opts, extra)
+  local ok, campaign = pcall(require, 'tp.run.campaign')
+  if not ok then
+    if tostring(campaign):find("module 'tp.run.campaign' not found", 1, true) then
+      return nil, 'tp.campaign is not available: runs cannot be started by this installation',
+        'ENOSYS'
+    end
+    error(campaign, 0)
+  end
+  local spec = { results = plan.results_abs, runs = M.campaign_runs(plan, platform, extra) }
+  local c
+  local mt = getmetatable(campaign)
+  if type(campaign) == 'function' or (mt and mt.__call) then
+    c = campaign(spec)
+  elseif type(campaign) == 'table' and type(campaign.new) == 'function' then
+    c = campaign.new(spec)
+  else
+    return nil, 'tp.campaign: neither callable nor has new()', 'ENOSYS'
+  end
+  return c:execute(opts or {})
+end
+
+return M
