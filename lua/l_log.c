@@ -860,7 +860,7 @@ static bool rw_record(RecWriter *w, const TpLogRecord *r) {
   return rw_put(w, "\n    }", 6);
 }
 
-// "$.records[i].key.sub" as tp.json's encoder names a place (enc_path in lua/l_json.c): .name
+// "$.records[i].key.sub" as tp.json's encoder names a place (tpl_format_path in lua/lutil.c): .name
 // for identifier-like keys, ["name"] for the others.
 static void rw_path(const RecWriter *w, char *out, size_t cap) {
   size_t o = (size_t)snprintf(out, cap, "$.records[%zu]", w->record);

@@ -79,6 +79,25 @@ describe('stdlib layout', function()
     end
   end)
 
+  it('an installed tplua finds the packages and the old names', function()
+    if not h.build_dir:find('^/') then
+      pending('TPLUA_BUILD_DIR is not set (run under ctest)')
+      return
+    end
+    local prefix = h.tmpdir()
+    assert(os.execute('cmake --install ' .. h.shquote(h.build_dir) .. ' --prefix '
+      .. h.shquote(prefix) .. ' >/dev/null'))
+    local code = "print(require('tp.config') == require('tp.plan.config'), "
+      .. "require('tp').analyse.compare == require('tp.compare'))"
+    local r = h.run({ '-e', code }, { bin = prefix .. '/bin/tplua', cwd = prefix,
+      env = { TPLUA_PATH = false } })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('true\ttrue\n', r.stdout)
+    r = h.run({ CHECKER, prefix .. '/share/tplua/lua' },
+      { bin = prefix .. '/bin/tplua', env = { TPLUA_PATH = false } })
+    assert.are.equal(0, r.code, r.stderr)
+  end)
+
   it('a small tree with downward requires passes', function()
     local r = check(tree(BASE))
     assert.are.equal(0, r.code, r.stderr)
