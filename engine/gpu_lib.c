@@ -452,7 +452,11 @@ bool tp_gpu_open_next(TpGpuOpenIter *it, TpGpuLib *lib) {
     memset(lib, 0, sizeof *lib);
     lib->handle = h;
     snprintf(lib->soname, sizeof lib->soname, "%s", base_name(cand));
-    snprintf(lib->path, sizeof lib->path, "%s", resolved);
+    int n = snprintf(lib->path, sizeof lib->path, "%s", resolved);
+    if (n < 0 || (size_t)n >= sizeof lib->path) {
+      // A path longer than the report holds is shown cut, and says so.
+      memcpy(lib->path + sizeof lib->path - 4, "...", 4);
+    }
     return true;
   }
   return false;
