@@ -30,7 +30,23 @@ function M.package(prefix, modules, face)
   })
 end
 
+-- What the REPL completes after `tp.` (lua/tplua.c reads __complete): the shared utilities,
+-- the packages, and the short names the moved modules keep (tp.compare, tp.config, ...).
+local COMPLETE = {}
+for _, name in ipairs({ 'json', 'yaml', 'fs', 'cli', 'secrets', 'proc', 'stats', 'gpu', 'catalog',
+  'launch', 'frameworks', 'data', 'plan', 'parse', 'run', 'analyse', 'present', 'experiment' }) do
+  COMPLETE[name] = true
+end
+do
+  local ok, moved = pcall(require, 'tp._moved')
+  for old in pairs(ok and type(moved) == 'table' and moved or {}) do
+    COMPLETE[old:match('^tp%.([%w_]+)$') or ''] = true
+  end
+  COMPLETE[''] = nil
+end
+
 setmetatable(M, {
+  __complete = COMPLETE,
   __index = function(t, name)
     if type(name) ~= 'string' or not name:match('^[%a_][%w_]*$') then
       return nil

@@ -177,3 +177,32 @@ describe('stdlib layout', function()
     assert.truthy(r.stderr:find('1 breach(es)', 1, true), r.stderr)
   end)
 end)
+
+-- Through a real terminal (tests/tools/ptyrun): Tab after `tp.` offers the packages, and after a
+-- package's name its modules, before any of them is loaded.
+describe('the packages at the prompt', function()
+  it('complete tp.anal<Tab>, and tp.analyse.conv<Tab> once the package was used', function()
+    local state = h.tmpdir()
+    local P = 'tplua> '
+    local steps = {
+      { '-x', P }, { '-s', 'tp.anal\t' }, { '-x', 'tp.analyse' },
+      -- completion reads tables without running code: the package is there once it was used
+      { '-s', '.MODULES[1]\n' }, { '-x', 'results' },
+      { '-x', P }, { '-s', 'tp.analyse.conv\t' }, { '-x', 'tp.analyse.convergence' },
+      { '-s', "\nprint(type(tp.analyse.convergence.check), tp.catalog.models == tp.models)\n" },
+      { '-x', 'function\ttrue' },
+      { '-x', P }, { '-s', '\x04' },
+    }
+    local args = { '-t', '10' }
+    for _, s in ipairs(steps) do
+      args[#args + 1] = s[1]
+      args[#args + 1] = s[2]
+    end
+    args[#args + 1] = '--'
+    args[#args + 1] = h.bin
+    args[#args + 1] = 'repl'
+    local r = h.run(args, { bin = h.tools_dir .. '/ptyrun',
+      env = { XDG_STATE_HOME = state, HOME = state } })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+  end)
+end)
