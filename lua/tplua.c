@@ -411,8 +411,9 @@ static int exe_dir(char *out, size_t size) {
   return w > 0 && (size_t)w < size;
 }
 
-// Modules that moved into packages (stdlib/tp/_moved.lua maps old name -> new name): after the
-// file searchers found nothing, `require 'tp.config'` loads 'tp.plan.config', the same table.
+// Modules that moved into packages (stdlib/tp/_moved.lua maps old name -> new name): `require
+// 'tp.config'` loads 'tp.plan.config', the same table. The searcher comes right after the preload
+// one, so an old name never finds a stale file of that name further down the user's path.
 static int moved_loader(lua_State *L) {
   lua_getglobal(L, "require");
   lua_pushvalue(L, lua_upvalueindex(1));
@@ -442,8 +443,12 @@ static int moved_searcher(lua_State *L) {
 static void add_moved_searcher(lua_State *L) {
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "searchers");
+  for (lua_Integer i = (lua_Integer)lua_rawlen(L, -1); i >= 2; i--) {
+    lua_rawgeti(L, -1, i);
+    lua_rawseti(L, -2, i + 1);
+  }
   lua_pushcfunction(L, moved_searcher);
-  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_rawseti(L, -2, 2);
   lua_pop(L, 2);
 }
 

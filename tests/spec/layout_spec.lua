@@ -67,6 +67,16 @@ describe('stdlib layout', function()
     assert.truthy(err:find("no module 'tp.no_such_module' in tp._moved", 1, true))
   end)
 
+  it('an old name is the moved module even with a stale file of that name on the path', function()
+    local dir = h.tmpdir()
+    assert(os.execute('mkdir -p ' .. h.shquote(dir .. '/tp')))
+    h.write(dir .. '/tp/config.lua', "return 'stale'\n")
+    local r = h.run({ '-e', "print(require('tp.config') == require('tp.plan.config'))" },
+      { env = { LUA_PATH_5_4 = dir .. '/?.lua;;' } })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('true\n', r.stdout)
+  end)
+
   it('a package face lists its modules and loads them on first use', function()
     local tp = require('tp')
     for _, pkg in ipairs({ 'catalog', 'parse', 'analyse', 'present', 'plan', 'run' }) do
