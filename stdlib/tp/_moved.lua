@@ -1,6 +1,6 @@
 -- tp._moved: where the modules that moved into packages live now. The host's module searcher
--- (lua/tplua.c, moved_searcher) consults this table when `require` finds no file for a name, so
--- `require 'tp.config'` keeps returning the same table as `require 'tp.plan.config'`.
+-- (lua/tplua.c, moved_searcher, right after package.preload) looks every `tp.*` name up here, so
+-- `require 'tp.config'` returns the same table as `require 'tp.plan.config'`.
 return {
   ['tp.audit'] = 'tp.analyse.audit',
   ['tp.campaign'] = 'tp.run.campaign',
