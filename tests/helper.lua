@@ -119,6 +119,23 @@ function M.torch_missing()
   return torch_why or nil
 end
 
+--- Runs tplua with `args` on a pseudo-terminal (tests/tools/ptyrun), driven by `steps`: a list of
+--- {'-x', text} (wait for the text) and {'-s', text} (type it), within `timeout` seconds (10).
+--- Returns what M.run returns.
+function M.pty(steps, args, env, timeout)
+  local argv = { '-t', tostring(timeout or 10) }
+  for _, s in ipairs(steps) do
+    argv[#argv + 1] = s[1]
+    argv[#argv + 1] = s[2]
+  end
+  argv[#argv + 1] = '--'
+  argv[#argv + 1] = M.bin
+  for _, a in ipairs(args or {}) do
+    argv[#argv + 1] = a
+  end
+  return M.run(argv, { bin = M.tools_dir .. '/ptyrun', env = env })
+end
+
 -- Remove the temporary directories when busted exits.
 local function cleanup()
   for _, d in ipairs(tmpdirs) do

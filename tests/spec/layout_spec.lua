@@ -203,16 +203,7 @@ describe('the packages at the prompt', function()
       { '-x', 'function\ttrue' },
       { '-x', P }, { '-s', '\x04' },
     }
-    local args = { '-t', '10' }
-    for _, s in ipairs(steps) do
-      args[#args + 1] = s[1]
-      args[#args + 1] = s[2]
-    end
-    args[#args + 1] = '--'
-    args[#args + 1] = h.bin
-    args[#args + 1] = 'repl'
-    local r = h.run(args, { bin = h.tools_dir .. '/ptyrun',
-      env = { XDG_STATE_HOME = state, HOME = state } })
+    local r = h.pty(steps, { 'repl' }, { XDG_STATE_HOME = state, HOME = state })
     assert.are.equal(0, r.code, r.stdout .. r.stderr)
   end)
 end)
