@@ -6,6 +6,7 @@
 
 #include "logscan_num.h"
 #include "logscan_rec.h"
+#include "logscan_state.h"
 
 // --- Normalisation ----------------------------------------------------------------------------
 
@@ -334,7 +335,7 @@ static void line_rank(const LsLine *L, bool *has_rank, long *rank, bool *has_key
   }
 }
 
-void ls_line_rec_common(TpLogScan *s, const LsLine *L) {
+static void line_rec_common(TpLogScan *s, const LsLine *L) {
   bool has_rank, has_key;
   long rank;
   int64_t key;
@@ -344,4 +345,12 @@ void ls_line_rec_common(TpLogScan *s, const LsLine *L) {
   }
   ls_rec_set_key(s, has_key, key);
   tp_logscan_rec_set(s, TP_LOG_F_LINE, (double)L->lineno);
+}
+
+int ls_line_rec_store(TpLogScan *s, const LsLine *L, bool cut, int family) {
+  s->pend.cut = cut;
+  line_rec_common(s, L);
+  ls_family_lock(s, family);
+  int rc = tp_logscan_rec_commit(s);
+  return rc ? rc : 1;
 }

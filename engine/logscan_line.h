@@ -43,5 +43,7 @@ int ls_line_normalise(TpBuf *norm, const char *seg, size_t n, bool *has_nul);
 // Sets L->p, L->n to L->full without the prefixes, noting their ranks and timestamps in L.
 void ls_line_strip_prefixes(LsLine *L);
 
-// Sets the fields every record takes from its line: rank (and the rank key), line number.
-void ls_line_rec_common(TpLogScan *s, const LsLine *L);
+// Stores the pending record of line L: the fields every record takes from its line (rank, the
+// rank key, line number), `cut` (the line was cut short), the record family locked to `family`
+// (LS_FAM_NONE: none). Returns 1 (a record stored) or an error code.
+int ls_line_rec_store(TpLogScan *s, const LsLine *L, bool cut, int family);

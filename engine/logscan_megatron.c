@@ -242,11 +242,8 @@ int ls_megatron_line(TpLogScan *s, const LsLine *L) {
   pd->loss_region = seen_scale;
   // A complete Megatron line ends with '|'; Primus' rewritten line ends with its memory
   // segment. A last segment without "label: value" means the line was cut.
-  pd->cut = last_bad || (!ends_pipe && !primus_line) || !L->terminated;
-  ls_line_rec_common(s, L);
-  ls_family_lock(s, LS_FAM_MEGATRON);
-  rc = tp_logscan_rec_commit(s);
-  return rc ? rc : 1;
+  bool cut = last_bad || (!ends_pipe && !primus_line) || !L->terminated;
+  return ls_line_rec_store(s, L, cut, LS_FAM_MEGATRON);
 }
 
 // Megatron report_memory (megatron/training/utils.py, today utils/common_utils.py):

@@ -143,11 +143,7 @@ int ls_nemo_printer_line(TpLogScan *s, const LsLine *L) {
     return rc;
   }
   nemo_fallback_loss(s, loss_set);
-  s->pend.cut = !L->terminated;
-  ls_line_rec_common(s, L);
-  ls_family_lock(s, LS_FAM_NEMO);
-  rc = tp_logscan_rec_commit(s);
-  return rc ? rc : 1;
+  return ls_line_rec_store(s, L, !L->terminated, LS_FAM_NEMO);
 }
 
 // TQDM bar (nemo/lightning/pytorch/callbacks/progress_bar.py, MegatronProgressBar; NeMo 1 uses
@@ -262,11 +258,7 @@ int ls_nemo_bar_line(TpLogScan *s, const LsLine *L) {
     tp_logscan_rec_derived(s, true);
   }
   nemo_fallback_loss(s, loss_set);
-  s->pend.cut = !L->terminated;
-  ls_line_rec_common(s, L);
-  ls_family_lock(s, LS_FAM_NEMO);
-  rc = tp_logscan_rec_commit(s);
-  return rc ? rc : 1;
+  return ls_line_rec_store(s, L, !L->terminated, LS_FAM_NEMO);
 }
 
 // --- Run facts --------------------------------------------------------------------------------

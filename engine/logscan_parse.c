@@ -281,10 +281,7 @@ static int custom_line(TpLogScan *s, const LsLine *L) {
     s->pend.active = false;
     return 0;
   }
-  ls_line_rec_common(s, L);
-  s->pend.cut = !L->terminated;
-  rc = tp_logscan_rec_commit(s);
-  return rc ? rc : 1;
+  return ls_line_rec_store(s, L, !L->terminated, LS_FAM_NONE);
 }
 
 int ls_process_segment(TpLogScan *s, const char *seg, size_t n, uint64_t lineno, bool terminated) {

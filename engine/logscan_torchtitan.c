@@ -157,11 +157,7 @@ int ls_torchtitan_line(TpLogScan *s, const LsLine *L) {
     s->primus_seen = true;
     ls_meta_str(s, TP_LOG_MS_BACKEND, "torchtitan", 10, false);
   }
-  s->pend.cut = !got_tps || !L->terminated;
-  ls_line_rec_common(s, L);
-  ls_family_lock(s, LS_FAM_TORCHTITAN);
-  rc = tp_logscan_rec_commit(s);
-  return rc ? rc : 1;
+  return ls_line_rec_store(s, L, !got_tps || !L->terminated, LS_FAM_TORCHTITAN);
 }
 
 // --- Run facts --------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ for _, name in ipairs(order) do
         goto continue
       end
       local owner = private_to(dep)
-      if owner and dpkg ~= m.package and owner ~= name and not name:find(owner .. '.', 1, true) then
+      if owner and dpkg ~= m.package then
         breach(m.file, lineno, "%s requires '%s', private to %s", name, dep, owner)
       end
       if dpkg ~= m.package then

@@ -86,7 +86,31 @@ describe('stdlib layout', function()
         assert.are.equal(require('tp.' .. pkg .. '.' .. m), face[m], pkg .. '.' .. m)
       end
       assert.is_nil(face.no_such_module)
+      -- the list is the package's public modules, no more and no fewer
+      local files = {}
+      local p = io.popen('ls ' .. h.shquote(STDLIB .. '/tp/' .. pkg))
+      for f in p:lines() do
+        local m = f:match('^([%a][%w_]*)%.lua$')
+        if m and m ~= 'init' then
+          files[#files + 1] = m
+        end
+      end
+      p:close()
+      local listed = { table.unpack(face.MODULES) }
+      table.sort(files)
+      table.sort(listed)
+      assert.are.same(files, listed, pkg)
     end
+    -- and tp. completes every package and every utility standing in stdlib/tp
+    local complete = getmetatable(tp).__complete
+    local p = io.popen('ls ' .. h.shquote(STDLIB .. '/tp'))
+    for f in p:lines() do
+      local m = f:match('^([%a][%w_]*)%.lua$') or f:match('^([%a][%w_]*)$')
+      if m and m ~= 'init' and m ~= 'cmd' then
+        assert.is_true(complete[m], m)
+      end
+    end
+    p:close()
   end)
 
   it('an installed tplua finds the packages and the old names', function()

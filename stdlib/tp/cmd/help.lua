@@ -12,9 +12,8 @@ function M.run(args)
     return 0
   end
   if args[1] then
-    local modname = 'tp.cmd.' .. args[1]:gsub('%-', '_')
-    if args[1] == 'init' or not args[1]:match('^[%w_%-]+$')
-      or not package.searchpath(modname, package.path) then
+    local modname = cmds.module_name(args[1])
+    if not modname then
       io.stderr:write(string.format("tplua help: unknown command '%s'\n", args[1]))
       cmds.print_commands(io.stderr)
       return 2

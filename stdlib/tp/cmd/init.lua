@@ -52,10 +52,21 @@ function M.print_commands(out)
   out:write("\n'tplua COMMAND --help' describes a command.\n")
 end
 
+--- The module of command `name` ('tp.cmd.<name>', dashes as underscores), or nil when no
+--- command has that name.
+function M.module_name(name)
+  local modname = 'tp.cmd.' .. name:gsub('%-', '_')
+  if name == 'init' or not name:match('^[%w_%-]+$')
+    or not package.searchpath(modname, package.path) then
+    return nil
+  end
+  return modname
+end
+
 --- Runs command `name` with `args`; returns the exit status.
 function M.main(name, args)
-  local modname = 'tp.cmd.' .. name:gsub('%-', '_')
-  if name == 'init' or not package.searchpath(modname, package.path) then
+  local modname = M.module_name(name)
+  if not modname then
     io.stderr:write(string.format("tplua: unknown command '%s'\n", name))
     M.print_commands(io.stderr)
     return 2

@@ -211,6 +211,28 @@ local function check_numbers(v, what, level)
   end
 end
 
+-- The series of a chart, in order, each checked to be a table with an optional string title:
+-- `for s, w in each_series(chart, level)`, w naming it in messages ('chart.series[i]').
+local function each_series(chart, level)
+  if type(chart.series) ~= 'table' then
+    misuse(level + 1, 'chart.series must be a list')
+  end
+  local i = 0
+  return function()
+    i = i + 1
+    local s = chart.series[i]
+    if s == nil then
+      return nil
+    end
+    local w = 'chart.series[' .. i .. ']'
+    if type(s) ~= 'table' then
+      misuse(level + 1, '%s must be a table', w)
+    end
+    check_string(s.title, w .. '.title', level + 1, true)
+    return s, w
+  end
+end
+
 -- Raises on a malformed chart (misuse); returns nothing.
 local function validate(chart, level)
   if type(chart) ~= 'table' then
@@ -227,15 +249,7 @@ local function validate(chart, level)
     if type(chart.categories) ~= 'table' then
       misuse(level + 1, 'chart.categories must be a list of labels')
     end
-    if type(chart.series) ~= 'table' then
-      misuse(level + 1, 'chart.series must be a list')
-    end
-    for i, s in ipairs(chart.series) do
-      local w = 'chart.series[' .. i .. ']'
-      if type(s) ~= 'table' then
-        misuse(level + 1, '%s must be a table', w)
-      end
-      check_string(s.title, w .. '.title', level + 1, true)
+    for s, w in each_series(chart, level + 1) do
       check_numbers(s.values or {}, w .. '.values', level + 1)
       for _, k in ipairs({ 'lo', 'hi' }) do
         if s[k] ~= nil then
@@ -247,15 +261,7 @@ local function validate(chart, level)
       end
     end
   elseif chart.kind == 'lines' then
-    if type(chart.series) ~= 'table' then
-      misuse(level + 1, 'chart.series must be a list')
-    end
-    for i, s in ipairs(chart.series) do
-      local w = 'chart.series[' .. i .. ']'
-      if type(s) ~= 'table' then
-        misuse(level + 1, '%s must be a table', w)
-      end
-      check_string(s.title, w .. '.title', level + 1, true)
+    for s, w in each_series(chart, level + 1) do
       check_numbers(s.x, w .. '.x', level + 1)
       check_numbers(s.y, w .. '.y', level + 1)
       if #s.x ~= #s.y then
