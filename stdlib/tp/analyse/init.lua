@@ -3,5 +3,5 @@
 -- by side with statistics of repeats, audit checks the comparison is fair, stack the software
 -- stacks behind each side.
 return require('tp').package('tp.analyse', {
-  'results', 'efficiency', 'convergence', 'compare', 'compare_csv', 'audit', 'stack',
+  'results', 'efficiency', 'convergence', 'compare', 'compare_csv', 'audit', 'stack', 'trace',
 })

@@ -1,0 +1,1017 @@
+// The streaming reader of Chrome-trace JSON (the Trace Event Format: a top-level object with
+// `traceEvents`, or a bare array of events) as the PyTorch profiler (Kineto) writes it on CUDA and
+// ROCm. It pulls bytes chunk by chunk, keeps the fields of each event it needs (ph, cat, name,
+// ts, dur and a few args) and drops the rest while checking the JSON's structure (RFC 8259).
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace_priv.h"
+#include "trace_src.h"
+
+enum {
+  MAX_DEPTH = 1000,    // nesting a skipped value may have
+  MAX_NAME = 1 << 20,  // bytes of a kept string (a kernel name)
+  MAX_META = 4 << 20,  // bytes of a top-level member kept as text
+  MAX_NUMBER = 64,     // characters of a number that is read
+  EV_EOF = 1,          // the data ended inside the JSON
+  EV_ERR = 2,          // an error was set
+};
+
+typedef struct Parser {
+  TpTraceSrc *src;
+  TpTrace *t;
+  TpError *err;
+  const unsigned char *chunk, *p, *end;
+  uint64_t base;  // offset of chunk[0] in the uncompressed data
+  int fail;       // EV_EOF or EV_ERR once failed
+  TpBuf key, name, cat, coll, dtype, text;
+  TpBuf *capture;  // when set, every byte consumed is appended here (a meta member's text)
+  size_t capture_from;
+  bool capture_over;
+} Parser;
+
+static uint64_t offset(const Parser *x) {
+  return x->base + (uint64_t)(x->p - x->chunk);
+}
+
+static bool fail_at(Parser *x, int code, const char *why) {
+  if (!x->fail) {
+    x->fail = EV_ERR;
+    tp_error_set(x->err, code, "%s: byte %llu: %s", x->t->path, (unsigned long long)offset(x), why);
+  }
+  return false;
+}
+
+static void capture_flush(Parser *x) {
+  if (x->capture && !x->capture_over) {
+    size_t n = (size_t)(x->p - x->chunk) - x->capture_from;
+    if (x->capture->len + n > MAX_META) {
+      x->capture_over = true;
+    } else if (tp_buf_append(x->capture, x->chunk + x->capture_from, n) != 0) {
+      x->capture_over = true;
+    }
+  }
+  x->capture_from = 0;
+}
+
+// Moves to the next chunk; false at the end of the data (fail = EV_EOF) or on an error.
+static bool fill(Parser *x) {
+  if (x->fail) {
+    return false;
+  }
+  capture_flush(x);
+  const unsigned char *p = NULL;
+  size_t n = 0;
+  x->base += (uint64_t)(x->end - x->chunk);
+  int rc = tp_trace_src_next(x->src, &p, &n, x->err);
+  if (rc < 0) {
+    x->fail = EV_ERR;
+    x->chunk = x->p = x->end;
+    return false;
+  }
+  if (rc == 0) {
+    x->fail = EV_EOF;
+    x->chunk = x->p = x->end;
+    return false;
+  }
+  x->chunk = x->p = p;
+  x->end = p + n;
+  return true;
+}
+
+static inline int peek(Parser *x) {
+  if (x->p == x->end && !fill(x)) {
+    return -1;
+  }
+  return *x->p;
+}
+
+static inline int skip_ws(Parser *x) {
+  for (;;) {
+    while (x->p < x->end) {
+      unsigned char c = *x->p;
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+        return c;
+      }
+      x->p++;
+    }
+    if (!fill(x)) {
+      return -1;
+    }
+  }
+}
+
+static bool expect(Parser *x, char c, const char *why) {
+  if (skip_ws(x) != c) {
+    return x->fail ? false : fail_at(x, TP_EPARSE, why);
+  }
+  x->p++;
+  return true;
+}
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+static bool read_hex4(Parser *x, unsigned *u) {
+  *u = 0;
+  for (int i = 0; i < 4; i++) {
+    int c = peek(x);
+    int v = c < 0 ? -1 : hexval(c);
+    if (v < 0) {
+      return x->fail ? false : fail_at(x, TP_EPARSE, "bad \\u escape in a string");
+    }
+    *u = *u * 16 + (unsigned)v;
+    x->p++;
+  }
+  return true;
+}
+
+static bool put_utf8(Parser *x, TpBuf *out, unsigned u) {
+  char b[4];
+  size_t n;
+  if (u < 0x80) {
+    b[0] = (char)u;
+    n = 1;
+  } else if (u < 0x800) {
+    b[0] = (char)(0xC0 | (u >> 6));
+    b[1] = (char)(0x80 | (u & 0x3F));
+    n = 2;
+  } else if (u < 0x10000) {
+    b[0] = (char)(0xE0 | (u >> 12));
+    b[1] = (char)(0x80 | ((u >> 6) & 0x3F));
+    b[2] = (char)(0x80 | (u & 0x3F));
+    n = 3;
+  } else {
+    b[0] = (char)(0xF0 | (u >> 18));
+    b[1] = (char)(0x80 | ((u >> 12) & 0x3F));
+    b[2] = (char)(0x80 | ((u >> 6) & 0x3F));
+    b[3] = (char)(0x80 | (u & 0x3F));
+    n = 4;
+  }
+  if (tp_buf_append(out, b, n) != 0) {
+    return fail_at(x, TP_ENOMEM, "out of memory");
+  }
+  return true;
+}
+
+// Reads the string whose opening quote is next; appends its decoded bytes to `out` (NULL: drop).
+static bool read_string(Parser *x, TpBuf *out) {
+  if (skip_ws(x) != '"') {
+    return x->fail ? false : fail_at(x, TP_EPARSE, "expected a string");
+  }
+  x->p++;
+  for (;;) {
+    const unsigned char *s = x->p;
+    while (x->p < x->end && *x->p != '"' && *x->p != '\\' && *x->p >= 0x20) {
+      x->p++;
+    }
+    if (out && x->p > s) {
+      if (out->len + (size_t)(x->p - s) > MAX_NAME) {
+        return fail_at(x, TP_ELIMIT, "a name longer than 1 MiB");
+      }
+      if (tp_buf_append(out, s, (size_t)(x->p - s)) != 0) {
+        return fail_at(x, TP_ENOMEM, "out of memory");
+      }
+    }
+    if (x->p == x->end) {
+      if (!fill(x)) {
+        return false;
+      }
+      continue;
+    }
+    unsigned char c = *x->p;
+    if (c == '"') {
+      x->p++;
+      return true;
+    }
+    if (c < 0x20) {
+      return fail_at(x, TP_EPARSE, "control character in a string");
+    }
+    x->p++;  // backslash
+    int e = peek(x);
+    if (e < 0) {
+      return false;
+    }
+    x->p++;
+    char lit = 0;
+    switch (e) {
+      case '"':
+      case '\\':
+      case '/':
+        lit = (char)e;
+        break;
+      case 'b':
+        lit = '\b';
+        break;
+      case 'f':
+        lit = '\f';
+        break;
+      case 'n':
+        lit = '\n';
+        break;
+      case 'r':
+        lit = '\r';
+        break;
+      case 't':
+        lit = '\t';
+        break;
+      case 'u': {
+        unsigned u;
+        if (!read_hex4(x, &u)) {
+          return false;
+        }
+        if (u >= 0xD800 && u < 0xDC00) {  // a surrogate pair's first half
+          unsigned lo = 0;
+          if (peek(x) == '\\') {
+            x->p++;
+            if (peek(x) == 'u') {
+              x->p++;
+              if (!read_hex4(x, &lo)) {
+                return false;
+              }
+            }
+          }
+          if (lo < 0xDC00 || lo > 0xDFFF) {
+            return x->fail ? false : fail_at(x, TP_EPARSE, "unpaired surrogate in a string");
+          }
+          u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (u >= 0xDC00 && u <= 0xDFFF) {
+          return fail_at(x, TP_EPARSE, "unpaired surrogate in a string");
+        }
+        if (u == 0) {
+          u = '?';  // a NUL would cut the C strings downstream
+        }
+        if (out && !put_utf8(x, out, u)) {
+          return false;
+        }
+        continue;
+      }
+      default:
+        return fail_at(x, TP_EPARSE, "bad escape in a string");
+    }
+    if (out && tp_buf_append(out, &lit, 1) != 0) {
+      return fail_at(x, TP_ENOMEM, "out of memory");
+    }
+  }
+}
+
+// Reads a number, true, false or null token into buf (NUL-terminated; *len its length, which
+// may exceed the buffer when the token is longer); false at the end of the data.
+static bool read_token(Parser *x, char *buf, size_t cap, size_t *len) {
+  *len = 0;
+  for (;;) {
+    while (x->p < x->end) {
+      unsigned char c = *x->p;
+      if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || (c >= 'a' && c <= 'z') ||
+            (c >= 'A' && c <= 'Z'))) {
+        if (*len == 0) {
+          return fail_at(x, TP_EPARSE, "expected a value");
+        }
+        buf[*len < cap ? *len : cap - 1] = '\0';
+        return true;
+      }
+      if (*len + 1 < cap) {
+        buf[*len] = (char)c;
+      }
+      (*len)++;
+      x->p++;
+    }
+    if (!fill(x)) {
+      return false;
+    }
+  }
+}
+
+static bool is_literal(const char *s, size_t len) {
+  return (len == 4 && (!strcmp(s, "true") || !strcmp(s, "null"))) ||
+         (len == 5 && !strcmp(s, "false"));
+}
+
+// A JSON number's text, checked (RFC 8259 §6).
+static bool is_number(const char *s, size_t len) {
+  size_t i = 0;
+  if (i < len && s[i] == '-') {
+    i++;
+  }
+  if (i >= len || s[i] < '0' || s[i] > '9') {
+    return false;
+  }
+  if (s[i] == '0') {
+    i++;
+  } else {
+    while (i < len && s[i] >= '0' && s[i] <= '9') {
+      i++;
+    }
+  }
+  if (i < len && s[i] == '.') {
+    i++;
+    if (i >= len || s[i] < '0' || s[i] > '9') {
+      return false;
+    }
+    while (i < len && s[i] >= '0' && s[i] <= '9') {
+      i++;
+    }
+  }
+  if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    if (i < len && (s[i] == '+' || s[i] == '-')) {
+      i++;
+    }
+    if (i >= len || s[i] < '0' || s[i] > '9') {
+      return false;
+    }
+    while (i < len && s[i] >= '0' && s[i] <= '9') {
+      i++;
+    }
+  }
+  return i == len;
+}
+
+// Skips one value of any kind, checking its structure; appends nothing.
+static bool skip_value(Parser *x) {
+  unsigned char stack[MAX_DEPTH];  // '{' or '['
+  size_t depth = 0;
+  for (;;) {
+    // a value
+    int c = skip_ws(x);
+    if (c < 0) {
+      return false;
+    }
+    if (c == '{' || c == '[') {
+      if (depth == MAX_DEPTH) {
+        return fail_at(x, TP_ELIMIT, "nesting deeper than 1000");
+      }
+      stack[depth++] = (unsigned char)c;
+      x->p++;
+      int d = skip_ws(x);
+      if (d < 0) {
+        return false;
+      }
+      if (d == (c == '{' ? '}' : ']')) {
+        x->p++;
+        depth--;
+      } else if (c == '{') {
+        if (!read_string(x, NULL) || !expect(x, ':', "expected ':' after a key")) {
+          return false;
+        }
+        continue;
+      } else {
+        continue;
+      }
+    } else if (c == '"') {
+      if (!read_string(x, NULL)) {
+        return false;
+      }
+    } else {
+      char tok[MAX_NUMBER];
+      size_t len;
+      if (!read_token(x, tok, sizeof(tok), &len)) {
+        return false;
+      }
+      if (len >= sizeof(tok)) {
+        // A very long number: only its characters were checked by read_token.
+      } else if (!is_literal(tok, len) && !is_number(tok, len)) {
+        return fail_at(x, TP_EPARSE, "not a JSON value");
+      }
+    }
+    // after a value: close containers, or go on to the next element
+    for (;;) {
+      if (depth == 0) {
+        return true;
+      }
+      int d = skip_ws(x);
+      if (d < 0) {
+        return false;
+      }
+      if (d == ',') {
+        x->p++;
+        if (stack[depth - 1] == '{' &&
+            (!read_string(x, NULL) || !expect(x, ':', "expected ':' after a key"))) {
+          return false;
+        }
+        break;
+      }
+      if ((d == '}' && stack[depth - 1] == '{') || (d == ']' && stack[depth - 1] == '[')) {
+        x->p++;
+        depth--;
+        continue;
+      }
+      return fail_at(x, TP_EPARSE, "expected ',' or the end of an object or array");
+    }
+  }
+}
+
+// Reads a number as nanoseconds from microseconds text: exact decimal arithmetic on the first 18
+// significant digits, rounded once, half away from zero, at the nanosecond. false when it is
+// not a number or out of range.
+static bool us_to_ns(const char *s, size_t len, int64_t *out) {
+  if (len >= MAX_NUMBER || !is_number(s, len)) {
+    return false;
+  }
+  const char *p = s, *end = s + len;
+  bool neg = *p == '-';
+  p += neg;
+  uint64_t mant = 0;
+  int exp10 = 3;  // microseconds to nanoseconds
+  int sig = 0;
+  bool in_frac = false;
+  for (; p < end && *p != 'e' && *p != 'E'; p++) {
+    if (*p == '.') {
+      in_frac = true;
+      continue;
+    }
+    if (sig < 18) {
+      mant = mant * 10 + (uint64_t)(*p - '0');
+      sig += mant != 0;
+      exp10 -= in_frac;
+    } else {
+      exp10 += !in_frac;  // digits past the 18th: their place counts, their value does not
+    }
+  }
+  if (p < end) {
+    long e = strtol(p + 1, NULL, 10);
+    if (e > 40) {
+      return false;
+    }
+    exp10 += e < -40 ? -40 : (int)e;
+  }
+  for (; exp10 > 0; exp10--) {
+    if (mant > (uint64_t)INT64_MAX / 10) {
+      return false;
+    }
+    mant *= 10;
+  }
+  if (exp10 < 0) {
+    if (exp10 < -19) {
+      mant = 0;
+    } else {
+      uint64_t div = 1;
+      for (int i = 0; i < -exp10; i++) {
+        div *= 10;
+      }
+      uint64_t q = mant / div, r = mant % div;
+      mant = q + (r >= div - r);
+    }
+  }
+  if (mant > (uint64_t)INT64_MAX) {
+    return false;
+  }
+  *out = neg ? -(int64_t)mant : (int64_t)mant;
+  return true;
+}
+
+// Reads an integer (a plain decimal, or a float that is an integer); false otherwise.
+static bool to_int(const char *s, size_t len, int64_t *out) {
+  if (len >= MAX_NUMBER || !is_number(s, len)) {
+    return false;
+  }
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (end == s + len && errno == 0) {
+    *out = v;
+    return true;
+  }
+  double d = strtod(s, NULL);
+  if (d >= -9.2e18 && d <= 9.2e18 && (double)(int64_t)d == d) {
+    *out = (int64_t)d;
+    return true;
+  }
+  return false;
+}
+
+static bool to_u64(const char *s, size_t len, uint64_t *out) {
+  if (len >= MAX_NUMBER || !is_number(s, len) || *s == '-') {
+    return false;
+  }
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end != s + len || errno != 0) {
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+static bool key_is(const TpBuf *k, const char *lit) {
+  size_t n = strlen(lit);
+  return k->len == n && memcmp(k->data, lit, n) == 0;
+}
+
+static bool buf_is_ci(const TpBuf *b, const char *lit) {
+  size_t n = strlen(lit);
+  if (b->len != n) {
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char c = b->data[i];
+    if (c >= 'A' && c <= 'Z') {
+      c = (char)(c - 'A' + 'a');
+    }
+    if (c != lit[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool starts_with(const TpBuf *b, const char *lit) {
+  size_t n = strlen(lit);
+  return b->len >= n && memcmp(b->data, lit, n) == 0;
+}
+
+// Bytes of one element of a tensor of this dtype (as the profiler names them), 0 if unknown.
+static int64_t dtype_size(const TpBuf *d) {
+  static const struct {
+    const char *name;
+    int64_t size;
+  } sizes[] = {
+      {"Float", 4},
+      {"float", 4},
+      {"Double", 8},
+      {"Half", 2},
+      {"BFloat16", 2},
+      {"Int", 4},
+      {"Long", 8},
+      {"Short", 2},
+      {"Char", 1},
+      {"Byte", 1},
+      {"Bool", 1},
+      {"Float8_e4m3fn", 1},
+      {"Float8_e5m2", 1},
+      {"Float8_e4m3fnuz", 1},
+      {"Float8_e5m2fnuz", 1},
+  };
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    if (key_is(d, sizes[i].name)) {
+      return sizes[i].size;
+    }
+  }
+  return 0;
+}
+
+typedef struct Event {
+  char ph;
+  bool has_ts, has_dur, bad_ts, bad_dur;
+  int64_t ts, dur;
+  uint64_t corr;
+  int64_t stream, nelems, group;
+  bool has_coll, has_dtype;
+} Event;
+
+static bool read_number_field(Parser *x, char *tok, size_t *len, bool *is_num) {
+  int c = skip_ws(x);
+  if (c < 0) {
+    return false;
+  }
+  *is_num = (c == '-' || (c >= '0' && c <= '9'));
+  if (!*is_num) {
+    return skip_value(x);
+  }
+  return read_token(x, tok, MAX_NUMBER, len);
+}
+
+static bool read_args(Parser *x, Event *ev) {
+  if (skip_ws(x) != '{') {
+    return x->fail ? false : skip_value(x);
+  }
+  x->p++;
+  if (skip_ws(x) == '}') {
+    x->p++;
+    return true;
+  }
+  for (;;) {
+    x->key.len = 0;
+    if (!read_string(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
+      return false;
+    }
+    char tok[MAX_NUMBER];
+    size_t len = 0;
+    bool num = false;
+    if (key_is(&x->key, "correlation")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      if (num && !to_u64(tok, len, &ev->corr)) {
+        ev->corr = UINT64_MAX;
+      }
+    } else if (key_is(&x->key, "stream")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      if (num && !to_int(tok, len, &ev->stream)) {
+        ev->stream = -1;
+      }
+    } else if (key_is(&x->key, "In msg nelems")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      if (num && !to_int(tok, len, &ev->nelems)) {
+        ev->nelems = 0;
+      }
+    } else if (key_is(&x->key, "Group size")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      if (num && !to_int(tok, len, &ev->group)) {
+        ev->group = 0;
+      }
+    } else if (key_is(&x->key, "Collective name") && skip_ws(x) == '"') {
+      x->coll.len = 0;
+      if (!read_string(x, &x->coll)) {
+        return false;
+      }
+      ev->has_coll = true;
+    } else if (key_is(&x->key, "dtype") && skip_ws(x) == '"') {
+      x->dtype.len = 0;
+      if (!read_string(x, &x->dtype)) {
+        return false;
+      }
+      ev->has_dtype = true;
+    } else if (!skip_value(x)) {
+      return false;
+    }
+    int c = skip_ws(x);
+    if (c == ',') {
+      x->p++;
+      continue;
+    }
+    if (c == '}') {
+      x->p++;
+      return true;
+    }
+    return x->fail ? false : fail_at(x, TP_EPARSE, "expected ',' or '}' in args");
+  }
+}
+
+static bool oom(Parser *x, int rc) {
+  return rc == 0 ? true : fail_at(x, TP_ENOMEM, "out of memory");
+}
+
+// Acts on one parsed event.
+static bool use_event(Parser *x, const Event *ev, uint64_t at) {
+  TpTrace *t = x->t;
+  if (!oom(x, tp_trace_count_cat(t, x->cat.data ? x->cat.data : "", x->cat.len))) {
+    return false;
+  }
+  if (ev->ph == 's' || ev->ph == 'f' || ev->ph == 't') {
+    t->flows++;
+    return true;
+  }
+  if (ev->ph != 'X') {
+    t->ignored++;
+    return true;
+  }
+  if (!ev->has_ts || ev->bad_ts || ev->bad_dur) {
+    t->bad++;
+    tp_trace_warn(t, "%s: byte %llu: a complete event with %s ts or dur was skipped", t->path,
+                  (unsigned long long)at, ev->has_ts ? "an out-of-range" : "no");
+    return true;
+  }
+  int64_t dur = ev->has_dur && ev->dur > 0 ? ev->dur : 0;
+  TpTraceKind kind = TP_TRACE_KINDS;
+  if (buf_is_ci(&x->cat, "kernel")) {
+    kind = TP_TRACE_KERNEL;
+  } else if (buf_is_ci(&x->cat, "gpu_memcpy") || buf_is_ci(&x->cat, "memcpy")) {
+    kind = TP_TRACE_MEMCPY;
+  } else if (buf_is_ci(&x->cat, "gpu_memset") || buf_is_ci(&x->cat, "memset")) {
+    kind = TP_TRACE_MEMSET;
+  }
+  if (kind != TP_TRACE_KINDS) {
+    int64_t esize = ev->has_dtype ? dtype_size(&x->dtype) : 0;
+    TpTraceOpIn in = {
+        .ts = ev->ts,
+        .dur = dur,
+        .name = x->name.data ? x->name.data : "",
+        .name_len = x->name.len,
+        .corr = ev->corr,
+        .stream = ev->stream,
+        .kind = kind,
+        .coll = ev->has_coll ? x->coll.data : NULL,
+        .coll_len = ev->has_coll ? x->coll.len : 0,
+        .bytes =
+            ev->nelems > 0 && esize > 0 && ev->nelems < INT64_MAX / esize ? ev->nelems * esize : 0,
+        .group = ev->group,
+    };
+    return oom(x, tp_trace_add_op(t, &in));
+  }
+  if (buf_is_ci(&x->cat, "cuda_runtime") || buf_is_ci(&x->cat, "cuda_driver") ||
+      buf_is_ci(&x->cat, "runtime")) {
+    if (ev->corr != UINT64_MAX) {
+      return oom(x, tp_trace_add_launch(t, ev->corr, ev->ts, dur));
+    }
+    t->ignored++;
+    return true;
+  }
+  if (starts_with(&x->name, "ProfilerStep#") && starts_with(&x->cat, "gpu_")) {
+    // The step's copy on the GPU timeline (gpu_user_annotation): only HTA's cut-off uses it.
+    if (ev->ts > t->gpu_step_last) {
+      t->gpu_step_last = ev->ts;
+    }
+    t->ignored++;
+    return true;
+  }
+  if (starts_with(&x->name, "ProfilerStep#")) {
+    int64_t number = 0;
+    bool ok = x->name.len > 13 && x->name.len < 13 + 19;
+    for (size_t i = 13; ok && i < x->name.len; i++) {
+      ok = x->name.data[i] >= '0' && x->name.data[i] <= '9';
+      number = number * 10 + (x->name.data[i] - '0');
+    }
+    if (ok) {
+      return oom(x, tp_trace_add_step(t, number, ev->ts, dur));
+    }
+  }
+  if (starts_with(&x->name, "enumerate(DataLoader)")) {
+    return oom(x, tp_trace_add_loader(t, ev->ts, dur));
+  }
+  t->ignored++;
+  return true;
+}
+
+// Reads one element of traceEvents (the '{' is next).
+static bool read_event(Parser *x) {
+  uint64_t at = offset(x);
+  Event ev = {.corr = UINT64_MAX, .stream = -1};
+  x->name.len = x->cat.len = 0;
+  x->p++;  // '{'
+  int c = skip_ws(x);
+  if (c == '}') {
+    x->p++;
+    x->t->ignored++;
+    return true;
+  }
+  for (;;) {
+    x->key.len = 0;
+    if (!read_string(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
+      return false;
+    }
+    char tok[MAX_NUMBER];
+    size_t len = 0;
+    bool num = false;
+    if (key_is(&x->key, "ph")) {
+      if (skip_ws(x) == '"') {
+        x->text.len = 0;
+        if (!read_string(x, &x->text)) {
+          return false;
+        }
+        ev.ph = x->text.len == 1 ? x->text.data[0] : '?';
+      } else if (!skip_value(x)) {
+        return false;
+      }
+    } else if (key_is(&x->key, "name")) {
+      if (skip_ws(x) == '"') {
+        x->name.len = 0;
+        if (!read_string(x, &x->name)) {
+          return false;
+        }
+      } else if (!skip_value(x)) {
+        return false;
+      }
+    } else if (key_is(&x->key, "cat")) {
+      if (skip_ws(x) == '"') {
+        x->cat.len = 0;
+        if (!read_string(x, &x->cat)) {
+          return false;
+        }
+      } else if (!skip_value(x)) {
+        return false;
+      }
+    } else if (key_is(&x->key, "ts")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      ev.has_ts = num;
+      ev.bad_ts = num && !us_to_ns(tok, len, &ev.ts);
+    } else if (key_is(&x->key, "dur")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      ev.has_dur = num;
+      ev.bad_dur = num && !us_to_ns(tok, len, &ev.dur);
+    } else if (key_is(&x->key, "args")) {
+      if (!read_args(x, &ev)) {
+        return false;
+      }
+    } else if (!skip_value(x)) {
+      return false;
+    }
+    c = skip_ws(x);
+    if (c == ',') {
+      x->p++;
+      continue;
+    }
+    if (c == '}') {
+      x->p++;
+      break;
+    }
+    return x->fail ? false : fail_at(x, TP_EPARSE, "expected ',' or '}' in an event");
+  }
+  x->t->events++;
+  return use_event(x, &ev, at);
+}
+
+// Reads the array of events (the '[' is next).
+static bool read_events(Parser *x) {
+  x->p++;
+  int c = skip_ws(x);
+  if (c == ']') {
+    x->p++;
+    return true;
+  }
+  for (;;) {
+    c = skip_ws(x);
+    if (c == '{') {
+      if (!read_event(x)) {
+        return false;
+      }
+    } else if (c < 0) {
+      return false;
+    } else {
+      x->t->events++;
+      x->t->ignored++;
+      if (!skip_value(x)) {
+        return false;
+      }
+    }
+    c = skip_ws(x);
+    if (c == ',') {
+      x->p++;
+      continue;
+    }
+    if (c == ']') {
+      x->p++;
+      return true;
+    }
+    return x->fail ? false : fail_at(x, TP_EPARSE, "expected ',' or ']' after an event");
+  }
+}
+
+// Skips a top-level member's value, keeping its text.
+static bool keep_member(Parser *x) {
+  if (skip_ws(x) < 0) {
+    return false;
+  }
+  x->text.len = 0;
+  x->capture = &x->text;
+  x->capture_over = false;
+  x->capture_from = (size_t)(x->p - x->chunk);
+  bool ok = skip_value(x);
+  capture_flush(x);
+  x->capture = NULL;
+  if (!ok) {
+    return false;
+  }
+  if (x->capture_over) {
+    tp_trace_warn(x->t, "%s: top-level member \"%.*s\" over 4 MiB was not kept", x->t->path,
+                  (int)(x->key.len > 64 ? 64 : x->key.len), x->key.data);
+    return true;
+  }
+  return oom(x, tp_trace_add_meta(x->t, x->key.data, x->key.len, x->text.data ? x->text.data : "",
+                                  x->text.len));
+}
+
+static bool read_top(Parser *x, bool *seen_events) {
+  int c = skip_ws(x);
+  if (c < 0) {
+    return false;
+  }
+  if (c == '[') {
+    *seen_events = true;
+    return read_events(x);
+  }
+  if (c != '{') {
+    return fail_at(x, TP_EPARSE, "not a JSON trace (expected '{' or '[')");
+  }
+  x->p++;
+  if (skip_ws(x) == '}') {
+    x->p++;
+    return true;
+  }
+  for (;;) {
+    x->key.len = 0;
+    if (!read_string(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
+      return false;
+    }
+    if (key_is(&x->key, "traceEvents")) {
+      if (skip_ws(x) != '[') {
+        return x->fail ? false : fail_at(x, TP_EPARSE, "traceEvents is not an array");
+      }
+      *seen_events = true;
+      if (!read_events(x)) {
+        return false;
+      }
+    } else {
+      if (!keep_member(x)) {
+        return false;
+      }
+    }
+    c = skip_ws(x);
+    if (c == ',') {
+      x->p++;
+      continue;
+    }
+    if (c == '}') {
+      x->p++;
+      return true;
+    }
+    return x->fail ? false : fail_at(x, TP_EPARSE, "expected ',' or '}' at the top level");
+  }
+}
+
+static int parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
+  Parser x = {.src = src, .t = t, .err = err};
+  bool seen_events = false;
+  bool ok = read_top(&x, &seen_events);
+  if (ok && skip_ws(&x) >= 0) {
+    ok = fail_at(&x, TP_EPARSE, "data after the end of the trace");
+  }
+  if (!ok && x.fail == EV_EOF) {
+    x.fail = 0;
+  }
+  int rc = 0;
+  uint64_t end = offset(&x);
+  if (x.fail == EV_ERR) {
+    rc = err->code ? err->code : TP_EPARSE;
+  } else if (!ok) {
+    // The data ended inside the JSON.
+    if (end == 0) {
+      rc = tp_error_set(err, TP_EPARSE, "%s: empty file", t->path);
+    } else if (!seen_events && t->events == 0) {
+      rc = tp_error_set(err, TP_EPARSE, "%s: byte %llu: the file ends before any traceEvents",
+                        t->path, (unsigned long long)end);
+    } else {
+      t->truncated = true;
+      tp_trace_warn(t, "%s: truncated at byte %llu: kept the %llu events read before it", t->path,
+                    (unsigned long long)end, (unsigned long long)t->events);
+    }
+  } else if (end == 0 || !seen_events) {
+    rc = end == 0 ? tp_error_set(err, TP_EPARSE, "%s: empty file", t->path)
+                  : tp_error_set(err, TP_EPARSE, "%s: no traceEvents in the trace", t->path);
+  }
+  t->bytes = end;
+  tp_buf_free(&x.key);
+  tp_buf_free(&x.name);
+  tp_buf_free(&x.cat);
+  tp_buf_free(&x.coll);
+  tp_buf_free(&x.dtype);
+  tp_buf_free(&x.text);
+  return rc;
+}
+
+static int read_from(TpTraceSrc *src, const char *label, TpTrace **out, TpError *err) {
+  TpTrace *t = tp_trace_new(label);
+  if (!t) {
+    tp_trace_src_free(src);
+    return tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
+  }
+  int rc = parse(src, t, err);
+  if (rc == 0) {
+    t->compressed = tp_trace_src_compressed(src);
+    if (tp_trace_src_truncated(src) && !t->truncated) {
+      t->truncated = true;
+      tp_trace_warn(t, "%s: the gzip stream ends early", label);
+    }
+    if (tp_trace_finish(t) != 0) {
+      rc = tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
+    }
+  }
+  tp_trace_src_free(src);
+  if (rc != 0) {
+    tp_trace_free(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}
+
+int tp_trace_read(const char *path, TpTrace **out, TpError *err) {
+  TpTraceSrc *src = NULL;
+  int rc = tp_trace_src_file(path, &src, err);
+  if (rc != 0) {
+    return rc;
+  }
+  return read_from(src, path, out, err);
+}
+
+int tp_trace_read_mem(const char *label, const void *data, size_t n, TpTrace **out, TpError *err) {
+  TpTraceSrc *src = NULL;
+  int rc = tp_trace_src_mem(label, data, n, &src, err);
+  if (rc != 0) {
+    return rc;
+  }
+  return read_from(src, label, out, err);
+}

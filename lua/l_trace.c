@@ -1,0 +1,302 @@
+// tp._trace: profiler traces read by the engine's streaming reader (engine/trace.h) and broken
+// down per step once Lua has given each op name a class. Plain tables out; times in ns.
+#include <lauxlib.h>
+#include <lua.h>
+
+#include <string.h>
+
+#include "lutil.h"
+#include "trace.h"
+
+#define TRACE_MT "tp.Trace"
+
+typedef struct Box {
+  TpTrace *t;
+} Box;
+
+static TpTrace *check_trace(lua_State *L) {
+  Box *b = luaL_checkudata(L, 1, TRACE_MT);
+  if (!b->t) {
+    luaL_error(L, "attempt to use a closed trace");
+  }
+  return b->t;
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+// trace.open(path) -> Trace | nil, err, code
+static int trace_open(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  Box *b = lua_newuserdatauv(L, sizeof(Box), 0);  // closed until the read succeeds
+  b->t = NULL;
+  luaL_setmetatable(L, TRACE_MT);
+  TpError err = {0};
+  TpTrace *t = NULL;
+  int rc = tp_trace_read(path, &t, &err);
+  if (rc != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  b->t = t;
+  return 1;
+}
+
+static void push_cat(const char *cat, size_t len, uint64_t count, void *ud) {
+  lua_State *L = ud;
+  lua_pushinteger(L, (lua_Integer)count);
+  lua_setfield(L, -2, len ? cat : "(none)");  // cat is NUL-terminated in the arena
+}
+
+// trace:info() -> { path, bytes, compressed, truncated, warning, warnings, events, ops, ... }
+static int t_info(lua_State *L) {
+  TpTrace *t = check_trace(L);
+  lua_createtable(L, 0, 20);
+  lua_pushstring(L, t->path);
+  lua_setfield(L, -2, "path");
+  set_int(L, "bytes", (lua_Integer)t->bytes);
+  set_int(L, "events", (lua_Integer)t->events);
+  set_int(L, "ops", (lua_Integer)t->nops);
+  set_int(L, "names", (lua_Integer)t->nnames);
+  set_int(L, "launches", (lua_Integer)t->launches);
+  set_int(L, "flows", (lua_Integer)t->flows);
+  set_int(L, "ignored", (lua_Integer)t->ignored);
+  set_int(L, "bad", (lua_Integer)t->bad);
+  set_int(L, "unassigned", (lua_Integer)t->unassigned);
+  set_int(L, "steps", t->stepless ? 0 : (lua_Integer)t->nsteps);
+  lua_pushboolean(L, t->compressed);
+  lua_setfield(L, -2, "compressed");
+  lua_pushboolean(L, t->truncated);
+  lua_setfield(L, -2, "truncated");
+  lua_pushboolean(L, t->stepless);
+  lua_setfield(L, -2, "stepless");
+  set_int(L, "warnings", (lua_Integer)t->warnings);
+  if (t->warnings) {
+    lua_pushstring(L, t->warning);
+    lua_setfield(L, -2, "warning");
+  }
+  lua_newtable(L);  // [info, categories]
+  tp_trace_categories(t, push_cat, L);
+  lua_setfield(L, -2, "categories");
+  lua_createtable(L, 0, (int)t->nmeta);  // [info, meta]
+  for (size_t i = 0; i < t->nmeta; i++) {
+    const TpTraceMeta *m = &t->meta[i];
+    lua_pushlstring(L, t->arena + m->key_at, m->key_len);
+    lua_pushlstring(L, t->arena + m->at, m->len);
+    lua_rawset(L, -3);
+  }
+  lua_setfield(L, -2, "meta");
+  return 1;
+}
+
+// trace:names() -> { { name, kind, count, total, collective?, bytes, group? }, ... } (by id)
+static int t_names(lua_State *L) {
+  TpTrace *t = check_trace(L);
+  luaL_checkstack(L, 4, NULL);
+  lua_createtable(L, (int)(t->nnames > INT32_MAX ? INT32_MAX : t->nnames), 0);
+  for (size_t i = 0; i < t->nnames; i++) {
+    const TpTraceName *n = &t->names[i];
+    lua_createtable(L, 0, 7);
+    lua_pushlstring(L, t->arena + n->at, n->len);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, tp_trace_kind_names[n->kind]);
+    lua_setfield(L, -2, "kind");
+    set_int(L, "count", (lua_Integer)n->count);
+    set_int(L, "total", n->total);
+    set_int(L, "bytes", n->bytes);
+    if (n->coll_at != SIZE_MAX) {
+      lua_pushlstring(L, t->arena + n->coll_at, n->coll_len);
+      lua_setfield(L, -2, "collective");
+    }
+    if (n->group > 0) {
+      set_int(L, "group", n->group);
+    }
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+// trace:steps() -> { { step, cpu_ts, cpu_dur, dataloader, ops }, ... } in time order
+static int t_steps(lua_State *L) {
+  TpTrace *t = check_trace(L);
+  lua_createtable(L, (int)(t->nsteps > INT32_MAX ? INT32_MAX : t->nsteps), 0);
+  for (size_t i = 0; i < t->nsteps; i++) {
+    const TpTraceStep *s = &t->steps[i];
+    lua_createtable(L, 0, 5);
+    set_int(L, "step", s->number);
+    if (!t->stepless) {
+      set_int(L, "cpu_ts", s->ts);
+      set_int(L, "cpu_dur", s->dur);
+    }
+    set_int(L, "dataloader", s->dataloader);
+    set_int(L, "ops", (lua_Integer)s->ops);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+// Reads array `idx` of n small integers in [lo, hi] into out (a userdata-owned buffer).
+static void read_bytes(lua_State *L, int idx, uint8_t *out, size_t n, lua_Integer lo,
+                       lua_Integer hi, const char *what) {
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, idx, (lua_Integer)i + 1);
+    int ok = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok || v < lo || v > hi) {
+      luaL_error(L, "breakdown: %s[%d] must be an integer in [%d, %d]", what, (int)i + 1, (int)lo,
+                 (int)hi);
+    }
+    out[i] = (uint8_t)(v - lo);
+  }
+}
+
+static const char *const class_kinds[] = {"compute", "communication", "memory", NULL};
+
+typedef struct Scratch {
+  TpTraceBreakdown b;
+  uint8_t *class_of;
+  bool used;
+} Scratch;
+
+static int scratch_gc(lua_State *L) {
+  Scratch *s = lua_touserdata(L, 1);
+  if (s->used) {
+    tp_trace_breakdown_free(&s->b);
+    s->used = false;
+  }
+  return 0;
+}
+
+// trace:breakdown(class_of, kinds) -> { steps = {...}, whole = {...}, names = {...} }
+static int t_breakdown(lua_State *L) {
+  TpTrace *t = check_trace(L);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_Integer nclasses = luaL_len(L, 3);
+  luaL_argcheck(L, nclasses >= 1 && nclasses <= TP_TRACE_MAX_CLASSES, 3,
+                "between 1 and 64 class kinds");
+  luaL_argcheck(L, (size_t)luaL_len(L, 2) == t->nnames, 2, "one class per name");
+  uint8_t kinds[TP_TRACE_MAX_CLASSES];
+  for (lua_Integer c = 0; c < nclasses; c++) {
+    lua_rawgeti(L, 3, c + 1);
+    kinds[c] = (uint8_t)luaL_checkoption(L, -1, NULL, class_kinds);
+    lua_pop(L, 1);
+  }
+  // The class table and the result live in a userdata with __gc: a raise frees them.
+  Scratch *s = lua_newuserdatauv(L, sizeof(Scratch), 0);  // [.., scratch]
+  memset(s, 0, sizeof(*s));
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, scratch_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  uint8_t *class_of = lua_newuserdatauv(L, t->nnames + 1, 0);  // [.., scratch, class_of]
+  read_bytes(L, 2, class_of, t->nnames, 1, nclasses, "class_of");
+  TpError err = {0};
+  if (tp_trace_breakdown(t, class_of, kinds, (size_t)nclasses, &s->b, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  s->used = true;
+  const TpTraceBreakdown *b = &s->b;
+  lua_createtable(L, 0, 3);               // [.., result]
+  lua_createtable(L, (int)b->nsteps, 0);  // [.., result, steps]
+  for (size_t k = 0; k < b->nsteps; k++) {
+    const TpTraceStepTime *st = &b->steps[k];
+    const TpTraceStep *cpu = &t->steps[st->step];
+    lua_createtable(L, 0, 16);
+    set_int(L, "step", cpu->number);
+    set_int(L, "start", st->start);
+    set_int(L, "window", st->window);
+    set_int(L, "busy", st->busy);
+    set_int(L, "idle", st->idle);
+    set_int(L, "compute", st->compute);
+    set_int(L, "non_compute", st->non_compute);
+    set_int(L, "comm", st->comm);
+    set_int(L, "comm_overlapped", st->comm_overlapped);
+    set_int(L, "host_wait", st->host_wait);
+    set_int(L, "ops", (lua_Integer)st->ops);
+    set_int(L, "dataloader", cpu->dataloader);
+    if (!t->stepless) {
+      set_int(L, "cpu_step", cpu->dur);
+    }
+    lua_createtable(L, (int)nclasses, 0);  // [.., step, cls]
+    for (lua_Integer c = 0; c < nclasses; c++) {
+      const TpTraceClassTime *ct = &st->cls[c];
+      lua_createtable(L, 0, 4);
+      set_int(L, "count", (lua_Integer)ct->count);
+      set_int(L, "sum", ct->sum);
+      set_int(L, "time", ct->time);
+      lua_pushnumber(L, ct->exclusive);
+      lua_setfield(L, -2, "exclusive");
+      lua_rawseti(L, -2, c + 1);
+    }
+    lua_setfield(L, -2, "class");
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  lua_setfield(L, -2, "steps");
+  lua_createtable(L, 0, 5);  // [.., result, whole]
+  set_int(L, "span", b->whole.span);
+  set_int(L, "idle", b->whole.idle);
+  set_int(L, "compute", b->whole.compute);
+  set_int(L, "non_compute", b->whole.non_compute);
+  set_int(L, "ops", (lua_Integer)b->whole.ops);
+  lua_createtable(L, 0, 4);  // [.., result, whole, rounded]
+  set_int(L, "span", b->whole.rounded.span);
+  set_int(L, "idle", b->whole.rounded.idle);
+  set_int(L, "compute", b->whole.rounded.compute);
+  set_int(L, "non_compute", b->whole.rounded.non_compute);
+  lua_setfield(L, -2, "rounded");
+  lua_setfield(L, -2, "whole");
+  lua_createtable(L, (int)t->nnames, 0);  // [.., result, names]
+  for (size_t i = 0; i < t->nnames; i++) {
+    lua_createtable(L, 0, 2);
+    set_int(L, "count", (lua_Integer)b->name_count[i]);
+    set_int(L, "sum", b->name_sum[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "names");
+  tp_trace_breakdown_free(&s->b);
+  s->used = false;
+  return 1;
+}
+
+// trace:close() / __gc / __close: frees the trace; idempotent.
+static int t_close(lua_State *L) {
+  Box *b = luaL_checkudata(L, 1, TRACE_MT);
+  TpTrace *t = b->t;
+  b->t = NULL;
+  tp_trace_free(t);
+  return 0;
+}
+
+static int t_tostring(lua_State *L) {
+  Box *b = luaL_checkudata(L, 1, TRACE_MT);
+  if (b->t) {
+    lua_pushfstring(L, "tp.Trace (%s, %d ops)", b->t->path, (int)b->t->nops);
+  } else {
+    lua_pushliteral(L, "tp.Trace (closed)");
+  }
+  return 1;
+}
+
+int luaopen_tp__trace(lua_State *L);
+int luaopen_tp__trace(lua_State *L) {
+  static const luaL_Reg methods[] = {
+      {"breakdown", t_breakdown}, {"close", t_close}, {"info", t_info},
+      {"names", t_names},         {"steps", t_steps}, {NULL, NULL},
+  };
+  static const luaL_Reg meta[] = {
+      {"__close", t_close},
+      {"__gc", t_close},
+      {"__tostring", t_tostring},
+      {NULL, NULL},
+  };
+  tpl_newclass(L, TRACE_MT, methods, meta);
+  static const luaL_Reg funcs[] = {
+      {"open", trace_open},
+      {NULL, NULL},
+  };
+  luaL_newlib(L, funcs);
+  return 1;
+}

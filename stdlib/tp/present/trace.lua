@@ -1,0 +1,292 @@
+-- tp.present.trace: the trace breakdowns of tp.analyse.trace as text (tplua trace) and as
+-- Markdown (report.md): per rank the temporal breakdown per step and its mean, time per class,
+-- communication hidden behind compute, the host side and the top kernels; stragglers across
+-- ranks; the explanation of the gap in step time between two runs.
+
+local M = {}
+
+local function ms(ns)
+  if ns == nil then
+    return '-'
+  end
+  return string.format('%.3f', ns / 1e6)
+end
+
+local function pct(part, whole)
+  if not part or not whole or whole == 0 then
+    return '-'
+  end
+  return string.format('%.1f%%', 100 * part / whole)
+end
+
+local function short(name, width)
+  if #name <= width then
+    return name
+  end
+  return name:sub(1, width - 3) .. '...'
+end
+
+local function pad(s, w, right)
+  s = tostring(s)
+  if #s >= w then
+    return s
+  end
+  return right and s .. string.rep(' ', w - #s) or string.rep(' ', w - #s) .. s
+end
+
+-- A table of rows (lists of strings) with a header, columns aligned; the first left-aligned.
+local function table_text(out, header, rows, indent)
+  local widths = {}
+  for i, h in ipairs(header) do
+    widths[i] = #h
+  end
+  for _, r in ipairs(rows) do
+    for i, c in ipairs(r) do
+      widths[i] = math.max(widths[i] or 0, #tostring(c))
+    end
+  end
+  local function line(r)
+    local cells = {}
+    for i, c in ipairs(r) do
+      cells[i] = pad(c, widths[i], i == 1)
+    end
+    out[#out + 1] = (indent or '  ') .. table.concat(cells, '  '):gsub('%s+$', '')
+  end
+  line(header)
+  for _, r in ipairs(rows) do
+    line(r)
+  end
+end
+
+local function who(a)
+  local parts = {}
+  if a.rank then
+    parts[#parts + 1] = string.format('rank %d of %s', a.rank, tostring(a.world_size or '?'))
+  end
+  if a.backend then
+    parts[#parts + 1] = a.backend
+  end
+  local dev = a.devices and a.devices[1]
+  if type(dev) == 'table' and type(dev.name) == 'string' then
+    parts[#parts + 1] = dev.name
+  end
+  return table.concat(parts, ', ')
+end
+
+local function step_row(label, s)
+  return { label, ms(s.window), ms(s.idle), pct(s.idle, s.window), ms(s.compute),
+    pct(s.compute, s.window), ms(s.non_compute), pct(s.non_compute, s.window),
+    ms(s.comm), ms(s.comm_exposed), ms(s.host_wait), ms(s.cpu_step) }
+end
+
+local STEP_HEADER = { 'step', 'window ms', 'idle', '%', 'compute', '%', 'non-compute', '%',
+  'comm', 'comm exposed', 'host wait', 'cpu step' }
+
+--- The text of one trace's analysis (tp.analyse.trace.open). opts.step: show only that step.
+function M.analysis_text(a, opts)
+  opts = opts or {}
+  local out = {}
+  local info = a.info
+  out[#out + 1] = string.format('trace %s%s', a.path, who(a) ~= '' and ('  (' .. who(a) .. ')')
+    or '')
+  out[#out + 1] = string.format('  %d events, %d GPU ops (%d distinct names), %d launches, '
+    .. '%d profiler steps%s, %d ops in no step, %.1f MB of JSON%s', info.events, info.ops,
+    info.names, info.launches, info.steps, info.stepless and ' (none: one step holds every op)'
+    or '', info.unassigned, info.bytes / 1e6, info.compressed and ' (gzip)' or '')
+  for _, w in ipairs(a.warnings) do
+    out[#out + 1] = '  warning: ' .. w
+  end
+  if not a.gpu then
+    return table.concat(out, '\n') .. '\n'
+  end
+  out[#out + 1] = ''
+  out[#out + 1] = '  temporal breakdown per step (ms; idle / compute / non-compute as Holistic '
+    .. 'Trace Analysis defines them)'
+  local rows = {}
+  for _, s in ipairs(a.steps) do
+    if not opts.step or s.step == opts.step then
+      rows[#rows + 1] = step_row(tostring(s.step), s)
+    end
+  end
+  if opts.step and #rows == 0 then
+    out[#out + 1] = string.format('  (no step %d in this trace)', opts.step)
+  end
+  local m = a.mean
+  if not opts.step and m.steps > 0 then
+    rows[#rows + 1] = step_row(string.format('mean of %d', m.steps), m)
+  end
+  table_text(out, STEP_HEADER, rows)
+  local s = m
+  if opts.step then
+    for _, st in ipairs(a.steps) do
+      if st.step == opts.step then
+        s = st
+      end
+    end
+  end
+  if s.window and s.window > 0 then
+    out[#out + 1] = ''
+    out[#out + 1] = string.format('  time per class (%s, ms per step; exclusive: the step\'s time '
+      .. 'given to the class, these and idle add up to the step)', s == m and
+      string.format('mean of %d steady steps', m.steps) or ('step ' .. opts.step))
+    rows = {}
+    for _, c in ipairs(a.classes) do
+      local v = s.class[c.name]
+      if v.count > 0 or v.time > 0 then
+        rows[#rows + 1] = { c.name, c.kind, string.format('%.1f', v.count), ms(v.sum),
+          ms(v.time), ms(v.exclusive), pct(v.exclusive, s.window) }
+      end
+    end
+    rows[#rows + 1] = { 'idle', '', '', '', '', ms(s.idle), pct(s.idle, s.window) }
+    table_text(out, { 'class', 'kind', 'ops', 'kernel ms', 'busy ms', 'exclusive', '% step' },
+      rows)
+    if (s.comm or 0) > 0 then
+      out[#out + 1] = string.format('  communication: %s ms per step, %s hidden behind compute, '
+        .. '%s ms exposed', ms(s.comm), pct(s.comm_overlapped, s.comm), ms(s.comm -
+        s.comm_overlapped))
+    end
+    out[#out + 1] = string.format('  host: the GPU waited %s ms per step for the CPU to launch '
+      .. 'work (%s of idle)%s', ms(s.host_wait), pct(s.host_wait, s.idle),
+      (s.dataloader or 0) > 0 and string.format('; dataloader %s ms', ms(s.dataloader)) or '')
+    if #a.cpu.launch_bound > 0 then
+      local steps = {}
+      for i, n in ipairs(a.cpu.launch_bound) do
+        steps[i] = tostring(n)
+      end
+      out[#out + 1] = '  launch-bound steps (idle over 10% of the step, mostly host wait): '
+        .. table.concat(steps, ', ')
+    end
+  end
+  if #a.top > 0 then
+    out[#out + 1] = ''
+    out[#out + 1] = string.format('  top %d kernels of %d (over the steps\' ops)', #a.top,
+      a.kernels)
+    rows = {}
+    for _, k in ipairs(a.top) do
+      rows[#rows + 1] = { short(k.name, 70), k.class, tostring(k.count), ms(k.total),
+        string.format('%.2f', k.mean / 1e3) }
+    end
+    table_text(out, { 'name', 'class', 'count', 'total ms', 'mean us' }, rows)
+  end
+  local w = a.whole
+  if w and w.ops > 0 then
+    out[#out + 1] = ''
+    out[#out + 1] = string.format('  whole trace as HTA takes it (%d ops): span %s ms, idle %s, '
+      .. 'compute %s, non-compute %s', w.ops, ms(w.span), pct(w.idle, w.span),
+      pct(w.compute, w.span), pct(w.non_compute, w.span))
+  end
+  return table.concat(out, '\n') .. '\n'
+end
+
+--- The text of a run's analysis (tp.analyse.trace.analyse): each rank, then stragglers.
+function M.run_text(run, opts)
+  local parts = {}
+  for _, a in ipairs(run.ranks) do
+    parts[#parts + 1] = M.analysis_text(a, opts)
+  end
+  for _, e in ipairs(run.errors) do
+    parts[#parts + 1] = 'error: ' .. e .. '\n'
+  end
+  if #run.ranks > 1 then
+    local out = {}
+    if #run.stragglers == 0 then
+      out[#out + 1] = string.format('ranks: %d; no straggler (idle and exposed communication '
+        .. 'agree across ranks)', #run.ranks)
+    else
+      out[#out + 1] = string.format('ranks: %d; stragglers:', #run.ranks)
+      for _, s in ipairs(run.stragglers) do
+        out[#out + 1] = '  ' .. s.message
+      end
+    end
+    parts[#parts + 1] = table.concat(out, '\n') .. '\n'
+  end
+  return table.concat(parts, '\n')
+end
+
+--- The text of an explanation (tp.analyse.trace.explain).
+function M.explain_text(e)
+  local out = {}
+  local la, lb = e.labels[1], e.labels[2]
+  out[#out + 1] = string.format('why %s and %s differ: step %s ms against %s ms, %s ms/step '
+    .. '(%s)', lb, la, ms(e.step_b), ms(e.step_a), string.format('%+.3f', e.diff / 1e6),
+    e.ratio and string.format('%.3fx', e.ratio) or '-')
+  local rows = {}
+  for _, r in ipairs(e.rows) do
+    rows[#rows + 1] = { r.label, ms(r.a), ms(r.b), string.format('%+.3f', r.diff / 1e6),
+      r.share and string.format('%.0f%%', 100 * r.share) or '-' }
+  end
+  rows[#rows + 1] = { 'step (sum of the rows)', ms(e.step_a), ms(e.step_b),
+    string.format('%+.3f', e.sum / 1e6), e.diff ~= 0 and '100%' or '-' }
+  table_text(out, { 'ms per step', la, lb, 'difference', 'of the gap' }, rows)
+  out[#out + 1] = string.format('  communication hidden behind compute: %s %s, %s %s', la,
+    e.overlap_a and string.format('%.0f%%', 100 * e.overlap_a) or '-', lb,
+    e.overlap_b and string.format('%.0f%%', 100 * e.overlap_b) or '-')
+  if #e.lines > 0 then
+    out[#out + 1] = '  largest contributors: ' .. table.concat(e.lines, '; ', 1,
+      math.min(3, #e.lines))
+  end
+  for _, w in ipairs(e.warnings) do
+    out[#out + 1] = '  warning: ' .. w
+  end
+  return table.concat(out, '\n') .. '\n'
+end
+
+local function md_escape(s)
+  return (tostring(s):gsub('|', '\\|'))
+end
+
+--- Markdown for report.md: one table of the mean step per run (rows: the runs' labels and
+--- their summaries from tp.analyse.trace.summary), then each explanation's table.
+function M.markdown(entries, explanations)
+  local out = {}
+  out[#out + 1] = '| run | ranks | step ms | idle | compute | non-compute | comm exposed | '
+    .. 'comm hidden | host wait | largest classes |'
+  out[#out + 1] = '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|'
+  for _, e in ipairs(entries) do
+    local s = e.summary
+    if not s.gpu then
+      out[#out + 1] = string.format('| %s | %d | - | - | - | - | - | - | - | no GPU ops in the '
+        .. 'trace (CPU-only profile) |', md_escape(e.label), s.ranks)
+    else
+      local cls = {}
+      for name, c in pairs(s.classes) do
+        cls[#cls + 1] = { name = name, v = c.exclusive_ms or 0 }
+      end
+      table.sort(cls, function(x, y)
+        return x.v > y.v or (x.v == y.v and x.name < y.name)
+      end)
+      local top = {}
+      for i = 1, math.min(3, #cls) do
+        top[i] = string.format('%s %.3f', cls[i].name, cls[i].v)
+      end
+      local function p(v)
+        return s.window_ms and s.window_ms > 0 and v and string.format('%.1f%%',
+          100 * v / s.window_ms) or '-'
+      end
+      out[#out + 1] = string.format('| %s | %d | %.3f | %s | %s | %s | %.3f | %s | %.3f | %s |',
+        md_escape(e.label), s.ranks, s.window_ms, p(s.idle_ms), p(s.compute_ms),
+        p(s.non_compute_ms), s.comm_exposed_ms or 0, s.overlap and string.format('%.0f%%',
+          100 * s.overlap) or '-', s.host_wait_ms or 0, md_escape(table.concat(top, ', ')))
+    end
+  end
+  for _, x in ipairs(explanations or {}) do
+    local e = x.explanation
+    out[#out + 1] = ''
+    out[#out + 1] = string.format('Why %s and %s differ: step %s ms against %s ms (%+.3f ms, '
+      .. '%s).', md_escape(e.labels[2]), md_escape(e.labels[1]), ms(e.step_b), ms(e.step_a),
+      e.diff / 1e6, e.ratio and string.format('%.3fx', e.ratio) or '-')
+    out[#out + 1] = ''
+    out[#out + 1] = string.format('| ms per step | %s | %s | difference | of the gap |',
+      md_escape(e.labels[1]), md_escape(e.labels[2]))
+    out[#out + 1] = '|---|---:|---:|---:|---:|'
+    for _, r in ipairs(e.rows) do
+      out[#out + 1] = string.format('| %s | %s | %s | %+.3f | %s |', md_escape(r.label), ms(r.a),
+        ms(r.b), r.diff / 1e6, r.share and string.format('%.0f%%', 100 * r.share) or '-')
+    end
+    out[#out + 1] = string.format('| step (sum of the rows) | %s | %s | %+.3f | 100%% |',
+      ms(e.step_a), ms(e.step_b), e.sum / 1e6)
+  end
+  return table.concat(out, '\n') .. '\n'
+end
+
+return M
