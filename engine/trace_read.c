@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace_priv.h"
-#include "trace_src.h"
+#include "trace_read.h"
+#include "trace_store.h"
 
 enum {
   MAX_DEPTH = 1000,    // nesting a skipped value may have
@@ -932,7 +932,7 @@ static bool read_top(Parser *x, bool *seen_events) {
   }
 }
 
-static int parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
+int tp_trace_parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
   Parser x = {.src = src, .t = t, .err = err};
   bool seen_events = false;
   bool ok = read_top(&x, &seen_events);
@@ -970,48 +970,4 @@ static int parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
   tp_buf_free(&x.dtype);
   tp_buf_free(&x.text);
   return rc;
-}
-
-static int read_from(TpTraceSrc *src, const char *label, TpTrace **out, TpError *err) {
-  TpTrace *t = tp_trace_new(label);
-  if (!t) {
-    tp_trace_src_free(src);
-    return tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
-  }
-  int rc = parse(src, t, err);
-  if (rc == 0) {
-    t->compressed = tp_trace_src_compressed(src);
-    if (tp_trace_src_truncated(src) && !t->truncated) {
-      t->truncated = true;
-      tp_trace_warn(t, "%s: the gzip stream ends early", label);
-    }
-    if (tp_trace_finish(t) != 0) {
-      rc = tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
-    }
-  }
-  tp_trace_src_free(src);
-  if (rc != 0) {
-    tp_trace_free(t);
-    return rc;
-  }
-  *out = t;
-  return 0;
-}
-
-int tp_trace_read(const char *path, TpTrace **out, TpError *err) {
-  TpTraceSrc *src = NULL;
-  int rc = tp_trace_src_file(path, &src, err);
-  if (rc != 0) {
-    return rc;
-  }
-  return read_from(src, path, out, err);
-}
-
-int tp_trace_read_mem(const char *label, const void *data, size_t n, TpTrace **out, TpError *err) {
-  TpTraceSrc *src = NULL;
-  int rc = tp_trace_src_mem(label, data, n, &src, err);
-  if (rc != 0) {
-    return rc;
-  }
-  return read_from(src, label, out, err);
 }

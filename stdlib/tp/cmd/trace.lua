@@ -58,13 +58,13 @@ local TRACE_FILE = { '%.json$', '%.json%.gz$' }
 local function expand(arg)
   local fs = require('tp.fs')
   local st = fs.stat(arg)
-  if not st or st.type ~= 'dir' then
+  if not st or st.type ~= 'directory' then
     return { arg }
   end
   local files = {}
   for _, e in ipairs(fs.list(arg) or {}) do
     for _, pat in ipairs(TRACE_FILE) do
-      if e.name:find(pat) and e.type ~= 'dir' then
+      if e.name:find(pat) and e.type ~= 'directory' then
         files[#files + 1] = arg .. '/' .. e.name
         break
       end

@@ -133,7 +133,9 @@ function M.analysis_text(a, opts)
     for _, c in ipairs(a.classes) do
       local v = s.class[c.name]
       if v.count > 0 or v.time > 0 then
-        rows[#rows + 1] = { c.name, c.kind, string.format('%.1f', v.count), ms(v.sum),
+        local n = math.tointeger(v.count) and string.format('%d', math.tointeger(v.count))
+          or string.format('%.1f', v.count)
+        rows[#rows + 1] = { c.name, c.kind, n, ms(v.sum),
           ms(v.time), ms(v.exclusive), pct(v.exclusive, s.window) }
       end
     end

@@ -1,8 +1,12 @@
-// What the trace reader (trace_read.c) and the trace store (trace.c) share. Private to
-// engine/trace*.c.
+// The trace store: the compact arrays a trace is kept in while it is read (GPU ops, launches,
+// steps, dataloader spans, interned names, category counts, kept top-level members) and the
+// step each op belongs to. Private to engine/trace*.c.
 #pragma once
 
-#include "trace.h"
+#include <stdbool.h>
+
+#include "common.h"
+#include "trace_types.h"
 
 /// A runtime call that launched a GPU op (the op has the same args.correlation).
 typedef struct TpTraceLaunch {
@@ -49,3 +53,40 @@ void tp_trace_warn(TpTrace *t, const char *fmt, ...) __attribute__((format(print
 /// After reading: sorts the launches and steps, gives each op its step, the steps their
 /// dataloader time. Returns 0 or TP_ENOMEM.
 int tp_trace_finish(TpTrace *t);
+
+enum { TP_TRACE_CAT_SLOTS = 512 };
+
+/// One category of event, counted.
+typedef struct TpTraceCat {
+  size_t at, len;
+  uint64_t count;
+  uint64_t hash;
+  bool used;
+} TpTraceCat;
+
+/// What a trace keeps besides its public arrays (TpTrace.priv).
+typedef struct TpTraceStore {
+  uint32_t *slots;  ///< name id + 1, open addressing (0: empty)
+  uint64_t *slot_hash;
+  size_t slots_cap;
+  TpTraceLaunch *launches;  ///< sorted by correlation after tp_trace_finish
+  size_t nlaunch, launch_cap;
+  int64_t *longs;  ///< durations that do not fit 32 bits
+  size_t nlong, long_cap;
+  TpTraceSpan *loaders;
+  size_t nloader, loader_cap;
+  TpTraceCat cats[TP_TRACE_CAT_SLOTS];
+  uint64_t other_cats;
+  bool ops_sorted;
+} TpTraceStore;
+
+/// Frees a trace and its store (NULL is fine).
+void tp_trace_store_free(TpTrace *t);
+/// The launch with correlation `corr`, or NULL (after tp_trace_finish).
+const TpTraceLaunch *tp_trace_store_launch(const TpTrace *t, uint32_t corr);
+/// The real duration of op `i` in ns.
+int64_t tp_trace_store_op_dur(const TpTrace *t, size_t i);
+/// Calls fn for each category counted.
+void tp_trace_store_categories(const TpTrace *t,
+                               void (*fn)(const char *cat, size_t len, uint64_t count, void *ud),
+                               void *ud);

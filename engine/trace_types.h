@@ -1,0 +1,137 @@
+// Types of the trace reader's API (engine/trace.h): GPU ops, steps, names, the kept top-level
+// members, the trace itself and its breakdown. Declarations only.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/// What a GPU op is, from its event category.
+typedef enum TpTraceKind {
+  TP_TRACE_KERNEL,  ///< cat "kernel"
+  TP_TRACE_MEMCPY,  ///< cat "gpu_memcpy"
+  TP_TRACE_MEMSET,  ///< cat "gpu_memset"
+  TP_TRACE_KINDS,
+} TpTraceKind;
+
+/// How a class of GPU ops counts in the temporal breakdown.
+typedef enum TpTraceClassKind {
+  TP_TRACE_COMPUTE,
+  TP_TRACE_COMMUNICATION,
+  TP_TRACE_MEMORY,
+} TpTraceClassKind;
+
+/// The most classes a breakdown takes.
+#define TP_TRACE_MAX_CLASSES 64
+
+/// No step (an op with no launch, or launched outside every profiler step).
+#define TP_TRACE_NO_STEP UINT32_MAX
+
+/// One GPU op (kernel, memcpy, memset). Times in nanoseconds.
+typedef struct TpTraceOp {
+  int64_t ts;
+  uint32_t dur;   ///< ns; when `pad` is 1, an index into the trace's table of longer ones
+  uint32_t name;  ///< name id (0-based)
+  uint32_t corr;  ///< args.correlation, or UINT32_MAX when absent or out of range
+  uint32_t step;  ///< index into the steps, or TP_TRACE_NO_STEP
+  int16_t stream;
+  uint8_t kind;  ///< TpTraceKind
+  uint8_t pad;   ///< 1: `dur` indexes the long durations (use tp_trace_op_dur)
+} TpTraceOp;
+
+/// A profiler step (a `ProfilerStep#N` annotation) on the CPU.
+typedef struct TpTraceStep {
+  int64_t number;
+  int64_t ts, dur;
+  int64_t dataloader;  ///< ns of `enumerate(DataLoader)` events inside it
+  size_t ops;          ///< GPU ops launched inside it
+} TpTraceStep;
+
+/// One distinct GPU op name, with the facts gathered over its ops.
+typedef struct TpTraceName {
+  size_t at, len;  ///< the name's bytes in the trace's string arena
+  size_t coll_at;  ///< args "Collective name" of its first op that has one (arena), or SIZE_MAX
+  size_t coll_len;
+  uint8_t kind;    ///< TpTraceKind of its first op
+  uint64_t count;  ///< ops
+  int64_t total;   ///< ns, all ops
+  int64_t bytes;   ///< message bytes of a collective ("In msg nelems" x dtype size), summed
+  int64_t group;   ///< args "Group size" of its first op that has one, or 0
+} TpTraceName;
+
+/// A top-level member of the trace other than traceEvents, kept as its JSON text.
+typedef struct TpTraceMeta {
+  size_t key_at, key_len;
+  size_t at, len;
+} TpTraceMeta;
+
+/// A read trace. Opaque arrays are public so the binding can walk them; treat them as read-only.
+typedef struct TpTrace {
+  char *path;
+  char *arena;  ///< names, collective names, meta keys and texts
+  size_t arena_len, arena_cap;
+  TpTraceOp *ops;
+  size_t nops, ops_cap;
+  TpTraceName *names;
+  size_t nnames, names_cap;
+  TpTraceStep *steps;  ///< sorted by ts
+  size_t nsteps, steps_cap;
+  TpTraceMeta *meta;
+  size_t nmeta, meta_cap;
+  // counts of what was read
+  uint64_t bytes;       ///< uncompressed bytes read
+  uint64_t events;      ///< elements of traceEvents
+  uint64_t launches;    ///< runtime calls with a correlation
+  uint64_t flows;       ///< flow events (ph s/f/t)
+  uint64_t ignored;     ///< events not used (other phases and categories)
+  uint64_t bad;         ///< events skipped for a bad field (see warnings)
+  uint64_t unassigned;  ///< GPU ops in no step
+  bool compressed, truncated;
+  bool stepless;          ///< no ProfilerStep in the trace: one step (number 0) holds every op
+  int64_t gpu_step_last;  ///< start of the latest ProfilerStep on the GPU timeline, or INT64_MIN
+  char warning[512];      ///< the first warning, "" when none
+  uint64_t warnings;      ///< how many warnings there were
+  // private: categories seen, launch table, long durations, name hash
+  void *priv;
+} TpTrace;
+
+/// One class's figures in one step window (ns; count and sum over the ops of the step).
+typedef struct TpTraceClassTime {
+  uint64_t count;
+  int64_t sum;       ///< durations of the step's ops of this class
+  int64_t time;      ///< union of this class's ops inside the window
+  double exclusive;  ///< the window's time given to this class (docs/trace.md)
+} TpTraceClassTime;
+
+/// The breakdown of one step window.
+typedef struct TpTraceStepTime {
+  size_t step;  ///< index into t->steps
+  int64_t start, window, busy, idle, compute, non_compute, comm, comm_overlapped, host_wait;
+  size_t ops;
+  TpTraceClassTime *cls;  ///< nclasses entries
+} TpTraceStepTime;
+
+/// Holistic Trace Analysis' whole-trace view (its Trace._filter_irrelevant_gpu_kernels): with two
+/// profiler steps or more, the ops launched before the latest ProfilerStep row starts (on the CPU
+/// or the GPU timeline, as HTA takes the latest of either); with fewer, every op. The span runs
+/// from the first start to the last end.
+/// `rounded` repeats the figures the way HTA computes them: each op's start rounded up and its end
+/// down to a whole microsecond (its round_down_time_stamps), unions merged as its
+/// merge_kernel_intervals does (a row whose rounded end falls before its start counts negative).
+typedef struct TpTraceWhole {
+  int64_t span, idle, compute, non_compute;
+  size_t ops;
+  struct {
+    int64_t span, idle, compute, non_compute;
+  } rounded;
+} TpTraceWhole;
+
+/// The result of tp_trace_breakdown.
+typedef struct TpTraceBreakdown {
+  size_t nclasses;
+  TpTraceStepTime *steps;
+  size_t nsteps;
+  TpTraceWhole whole;
+  uint64_t *name_count;  ///< per name id: ops assigned to a step
+  int64_t *name_sum;     ///< per name id: their durations
+} TpTraceBreakdown;

@@ -1,0 +1,199 @@
+-- tplua trace: the real binary on real AMD and NVIDIA traces (tests/fixtures/traces), the
+-- explanation of a cross-vendor pair, and damaged, truncated, empty, non-JSON and huge-number
+-- traces (clear errors or warnings, never a crash).
+local h = require('helper')
+local json = require('tp.json')
+
+local DIR = h.fixture('traces')
+
+-- The fixture's JSON text, uncompressed.
+local function plain_text(name)
+  local p = io.popen('gzip -dc ' .. h.shquote(DIR .. '/' .. name))
+  local s = p:read('a')
+  p:close()
+  return s
+end
+
+describe('tplua trace', function()
+  it('breaks down a real AMD MI300X trace (DDP rank, RCCL)', function()
+    local r = h.run({ 'trace', DIR .. '/resnet_ddp8_mi300_rank0.json.gz', '--top', '5' })
+    assert.are.equal('', r.stderr)
+    assert.are.equal(0, r.code)
+    local out = r.stdout
+    assert.is_truthy(out:find('(rank 0 of 8, nccl, AMD Instinct MI300X)', 1, true))
+    assert.is_truthy(out:find('56451 events, 3653 GPU ops (57 distinct names), 3100 launches, '
+      .. '3 profiler steps, 968 ops in no step', 1, true))
+    assert.is_truthy(out:find('\n  15            18.980  0.093  0.5%    6.434  33.9%', 1, true))
+    assert.is_truthy(out:find('mean of 2', 1, true))
+    assert.is_truthy(out:find('\n  broadcast      communication', 1, true))
+    assert.is_truthy(out:find('communication: 15.887 ms per step, 25.0% hidden behind compute, '
+      .. '11.920 ms exposed', 1, true))
+    assert.is_truthy(out:find('top 5 kernels of 57', 1, true))
+    assert.is_truthy(out:find('whole trace as HTA takes it (2685 ops)', 1, true))
+  end)
+
+  it('breaks down a real NVIDIA H100 trace, one step with --step', function()
+    local r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--step', '6' })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('(NVIDIA H100', 1, true))
+    assert.is_truthy(r.stdout:find('time per class (step 6', 1, true))
+    assert.is_truthy(r.stdout:find('\n  gemm ', 1, true))
+    assert.is_truthy(r.stdout:find('\n  attention ', 1, true))
+    r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--step', '99' })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('(no step 99 in this trace)', 1, true))
+  end)
+
+  it('prints JSON with the steps, the mean, the classes and HTA\'s view', function()
+    local r = h.run({ 'trace', DIR .. '/bert_small_mi300.json.gz', '--json' })
+    assert.are.equal(0, r.code)
+    local doc = json.decode(r.stdout)
+    local a = doc.ranks[1]
+    assert.are.equal(61, a.info.ops)
+    assert.are.equal(1, #a.steps)
+    assert.are.equal(6, a.steps[1].step)
+    assert.are.equal(a.steps[1].window, a.steps[1].idle + a.steps[1].busy)
+    assert.are.equal(61, a.whole.ops)
+    assert.is_true(#a.top > 0)
+  end)
+
+  it('explains a real H100 / MI300X pair: rows adding up to the step-time difference',
+    function()
+      local r = h.run({ 'trace', '--compare', DIR .. '/qwen05b_h100.json.gz',
+        DIR .. '/qwen05b_mi300.json.gz', '--label-a', 'H100', '--label-b', 'MI300X' })
+      assert.are.equal('', r.stderr)
+      assert.are.equal(0, r.code)
+      assert.is_truthy(r.stdout:find('why MI300X and H100 differ: step ', 1, true))
+      assert.is_truthy(r.stdout:find('step (sum of the rows)', 1, true))
+      assert.is_truthy(r.stdout:find('largest contributors: elementwise ', 1, true))
+      r = h.run({ 'trace', '--compare', DIR .. '/qwen05b_h100.json.gz',
+        DIR .. '/qwen05b_mi300.json.gz', '--json' })
+      local doc = json.decode(r.stdout)
+      local e = doc.explanation
+      local sum = 0
+      for _, row in ipairs(e.rows) do
+        sum = sum + row.diff
+      end
+      assert.is_true(math.abs(sum - e.diff) <= 0.01 * math.abs(e.diff))
+      assert.are.equal(doc.a.ranks[1].mean.window, e.step_a)
+      assert.are.equal('qwen05b_h100', e.labels[1])
+    end)
+
+  it('takes a directory of rank files as one run and classification rules from a file',
+    function()
+      local dir = h.tmpdir()
+      os.execute('cp ' .. h.shquote(DIR .. '/bert_small_h100.json.gz') .. ' '
+        .. h.shquote(dir .. '/rank0.json.gz'))
+      os.execute('cp ' .. h.shquote(DIR .. '/bert_small_h100.json.gz') .. ' '
+        .. h.shquote(dir .. '/rank1.json.gz'))
+      local rules = dir .. '/rules.lua'
+      h.write(rules, "require('tp.analyse.trace').rule { pattern = 'gemm', class = 'mm', "
+        .. "kind = 'compute' }\n")
+      local r = h.run({ 'trace', dir, '--rules', rules, '--json' })
+      assert.are.equal(0, r.code)
+      local doc = json.decode(r.stdout)
+      assert.are.equal(2, #doc.ranks)
+      assert.are.equal(0, #doc.stragglers)
+      assert.is_true(doc.ranks[1].mean.class.mm.count > 0)
+      r = h.run({ 'trace', dir, '--rules', dir .. '/none.lua' })
+      assert.are.equal(1, r.code)
+      assert.is_truthy(r.stderr:find('--rules ' .. dir .. '/none.lua', 1, true))
+    end)
+
+  it('reads a truncated trace up to its cut, with a warning', function()
+    local dir = h.tmpdir()
+    local text = plain_text('bert_small_h100.json.gz')
+    local cut = dir .. '/cut.json'
+    h.write(cut, text:sub(1, math.floor(#text * 0.8)))
+    local r = h.run({ 'trace', cut })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('warning: ' .. cut .. ': truncated at byte ', 1, true))
+    -- a gzip stream cut in half
+    local gz = h.read(DIR .. '/bert_small_h100.json.gz')
+    local cutgz = dir .. '/cut.json.gz'
+    h.write(cutgz, gz:sub(1, #gz // 2))
+    r = h.run({ 'trace', cutgz, '--json' })
+    assert.are.equal(0, r.code)
+    local doc = json.decode(r.stdout)
+    assert.is_true(doc.ranks[1].info.truncated)
+    assert.is_truthy(doc.ranks[1].warnings[1]:find('truncated', 1, true))
+  end)
+
+  it('refuses empty, non-JSON, damaged and missing traces with the file and the byte', function()
+    local dir = h.tmpdir()
+    local cases = {
+      { 'empty.json', '', 'empty.json: empty file' },
+      { 'binary.json', '\0\1\2\255garbage', 'binary.json: byte 0: not a JSON trace' },
+      { 'text.json', 'hello world', 'text.json: byte 0: not a JSON trace' },
+      { 'damaged.json', '{"traceEvents":[{"ph":"X","name":"k","ts":1,,}]}',
+        'damaged.json: byte 44: expected a string' },
+      { 'noevents.json', '{"schemaVersion":1}', 'noevents.json: no traceEvents in the trace' },
+      { 'header.json', '{"schemaVersion":1, "deviceProp', 'header.json: byte 31: the file '
+        .. 'ends before any traceEvents' },
+    }
+    for _, c in ipairs(cases) do
+      h.write(dir .. '/' .. c[1], c[2])
+      local r = h.run({ 'trace', dir .. '/' .. c[1] })
+      assert.are.equal(1, r.code, c[1])
+      assert.is_truthy(r.stderr:find(c[3], 1, true), r.stderr)
+    end
+    local gz = h.read(DIR .. '/bert_small_h100.json.gz')
+    local bad = gz:sub(1, 2000) .. string.rep('\255', 64) .. gz:sub(2065)
+    h.write(dir .. '/flipped.json.gz', bad)
+    local r = h.run({ 'trace', dir .. '/flipped.json.gz' })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find('flipped.json.gz: gzip: ', 1, true), r.stderr)
+    r = h.run({ 'trace', dir .. '/missing.json' })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find('missing.json: No such file or directory', 1, true))
+  end)
+
+  it('keeps huge numbers out of the figures: skipped with a warning, never a crash', function()
+    local dir = h.tmpdir()
+    local p = dir .. '/huge.json'
+    h.write(p, '{"traceEvents":['
+      .. '{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","ts":0,"dur":100},'
+      .. '{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","ts":1,"dur":1,'
+      .. '"args":{"correlation":7,"External id":123456789012345678901234567890}},'
+      .. '{"ph":"X","cat":"kernel","name":"gemm_a","ts":5,"dur":10,"args":{"correlation":7,'
+      .. '"stream":7,"grid":[1e400,2]}},'
+      .. '{"ph":"X","cat":"kernel","name":"gemm_b","ts":1e30,"dur":10}]}')
+    local r = h.run({ 'trace', p, '--json' })
+    assert.are.equal(0, r.code)
+    local doc = json.decode(r.stdout)
+    local a = doc.ranks[1]
+    assert.are.equal(1, a.info.ops)
+    assert.are.equal(1, a.info.bad)
+    assert.is_truthy(a.warnings[1]:find('out-of-range ts or dur was skipped', 1, true))
+    assert.are.equal(10000, a.steps[1].busy)
+  end)
+
+  it('says a CPU-only trace has no GPU breakdown instead of printing zeros', function()
+    local dir = h.tmpdir()
+    local p = dir .. '/cpu.json'
+    h.write(p, '{"traceEvents":[{"ph":"X","cat":"user_annotation","name":"ProfilerStep#2",'
+      .. '"ts":1,"dur":9},{"ph":"X","cat":"cpu_op","name":"aten::addmm","ts":2,"dur":3}]}')
+    local r = h.run({ 'trace', p })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('no GPU kernels, copies or memsets in this trace (a CPU-only '
+      .. 'profile)', 1, true))
+    assert.is_falsy(r.stdout:find('temporal breakdown', 1, true))
+  end)
+
+  it('explains its usage', function()
+    local r = h.run({ 'trace', '--help' })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('usage: tplua trace FILE|DIR...', 1, true))
+    r = h.run({ 'trace' })
+    assert.are.equal(2, r.code)
+    assert.is_truthy(r.stderr:find('no trace FILE or DIR given', 1, true))
+    r = h.run({ 'trace', '--compare', DIR .. '/qwen05b_h100.json.gz' })
+    assert.are.equal(2, r.code)
+    assert.is_truthy(r.stderr:find('--compare takes two runs (A B), got 1', 1, true))
+    r = h.run({ 'trace', 'x.json', '--label-a', 'A' })
+    assert.are.equal(2, r.code)
+    r = h.run({ 'trace', 'x.json', '--bogus' })
+    assert.are.equal(2, r.code)
+    assert.is_truthy(r.stderr:find("unknown option '--bogus'", 1, true))
+  end)
+end)
