@@ -75,6 +75,50 @@ describe('tplua compare', function()
     assert.is_true(rt.ci.lo < rt.ratio and rt.ratio < rt.ci.hi)
   end)
 
+  it('adds the profiled runs\' trace breakdown and the explanation of the gap', function()
+    -- Two records of one configuration whose traces are real H100 and MI300X profiles; the nvd
+    -- record keeps its profile.analysis, the amd record only lists its trace.
+    local r = h.run({ 'compare', ROOT .. '/profiled' })
+    assert.are.equal(0, r.code, r.stderr)
+    local out = r.stdout
+    local at = out:find('\nprofile: where the step time goes, from the profiler traces', 1, true)
+    assert.is_truthy(at, out)
+    assert.is_true(at > out:find('comparison by platform', 1, true))
+    assert.is_truthy(out:find('  nvd          1      1   34.892   8.6%    91.0%         0.4%', 1,
+      true), out)
+    assert.is_truthy(out:find('  amd          1      1   33.131  10.2%    89.8%', 1, true), out)
+    assert.is_truthy(out:find("nvd runs: nvd-megatron-prof (its record's profile.analysis)", 1,
+      true))
+    assert.is_truthy(out:find('amd runs: amd-primus-prof (read from its traces)', 1, true))
+    assert.is_truthy(out:find('amd against nvd, from the traces of nvd-megatron-prof (nvd) and '
+      .. 'amd-primus-prof (amd):\nwhy amd and nvd differ: step 33.131 ms against 34.892 ms, '
+      .. '-1.761 ms/step (0.950x)', 1, true), out)
+    assert.is_truthy(out:find('  elementwise             18.110  12.812      -5.298        301%',
+      1, true), out)
+    assert.is_truthy(out:find('  step (sum of the rows)  34.892  33.131      -1.761        100%',
+      1, true), out)
+    -- --json: the same section; the explanation's times in ns.
+    local j = h.run({ 'compare', ROOT .. '/profiled', '--json' })
+    assert.are.equal(0, j.code, j.stderr)
+    local p = assert(json.decode(j.stdout)).profile
+    assert.are.equal('nvd', p.baseline)
+    assert.are.equal('nvd', p.groups[1].value)
+    assert.are.equal(34.892, p.groups[1].summary.window_ms)
+    assert.are.equal('traces', p.groups[2].from['amd-primus-prof'])
+    assert.are.equal(33.131, p.groups[2].summary.window_ms)
+    local x = p.explanations[1]
+    assert.are.same({ 'nvd-megatron-prof', 'amd-primus-prof' }, x.runs)
+    assert.are.equal('ns', x.explanation.unit)
+    assert.are.equal(-1761085, x.explanation.diff)
+    assert.are.equal('elementwise', x.explanation.rows[1].key)
+    -- Runs without a profile: no section, and null in the JSON.
+    local fair = h.run({ 'compare', ROOT .. '/fair' })
+    assert.is_nil(fair.stdout:find('profile: where the step time goes', 1, true))
+    local fj = assert(json.decode(h.run({ 'compare', ROOT .. '/fair', '--json' }).stdout,
+      { null = json.null }))
+    assert.are.equal(json.null, fj.profile)
+  end)
+
   it('lists files that could not be loaded and compares the rest', function()
     local r = h.run({ 'compare', ROOT .. '/bad', ROOT .. '/fair' })
     assert.are.equal(0, r.code)

@@ -1,6 +1,7 @@
 -- Profiling from the command line: `--profile TOOL[:FIRST-LAST]` on `tplua plan`, `tplua run`
--- and `tplua RECIPE.lua` (usage errors, the plan's commands), and a real profiled run of the
--- reference trainer: the record lists the Chrome traces it wrote, the report links them.
+-- and `tplua RECIPE.lua` (usage errors, the plan's commands), and real profiled runs of the
+-- reference trainer (one rank, two): the record lists the Chrome traces they wrote and their
+-- analysis (profile.analysis: CPU traces, so no GPU breakdown), the report links them.
 local h = require('helper')
 local json = require('tp.json')
 local fs = require('tp.fs')
@@ -10,23 +11,44 @@ local function has(s, text)
   return s:find(text, 1, true) ~= nil
 end
 
--- A one-rank reference-trainer recipe: 4 iterations of 2 sequences of 32 tokens (about 2 s).
-local function tiny_recipe(dir)
+-- A reference-trainer recipe: 4 iterations of 2 sequences of 32 tokens per rank (about 2 s);
+-- one rank (launcher local), or `ranks` started by `tplua ranks`.
+local function tiny_recipe(dir, ranks)
+  ranks = ranks or 1
   local path = dir .. '/tiny.lua'
-  h.write(path, [[
+  h.write(path, string.format([[
 local tp = require('tp')
 return tp.experiment.main({
   name = 'tiny-profile',
   model = 'ref-tiny',
   platforms = { nvd = { framework = 'reference' } },
-  gpus_per_node = 1,
-  training = { seed = 1, mbs = 2, gbs = 2, seq_len = 32, iters = 4, lr = 3e-3,
+  gpus_per_node = %d,
+  training = { seed = 1, mbs = 2, gbs = %d, seq_len = 32, iters = 4, lr = 3e-3,
                dataset = 'mock', log_interval = 1 },
-  parallelism = { tp = 1, pp = 1, dp = 1 },
-  launcher = 'local',
+  parallelism = { tp = 1, pp = 1, dp = %d },
+  launcher = %q,
 })
-]])
+]], ranks, 2 * ranks, ranks, ranks == 1 and 'local' or 'ranks'))
   return path
+end
+
+-- The record's profile.analysis of CPU traces (the trainer runs on the CPU here): no GPU op in
+-- any, said once per trace, and no figure at all (never zeros shown as measured).
+local function assert_cpu_analysis(p)
+  local a = p.analysis
+  assert.is_table(a, 'no profile.analysis in the record')
+  assert.is_false(a.gpu)
+  assert.are.equal(#p.traces, a.ranks)
+  assert.are.same({}, a.errors)
+  assert.are.equal(#p.traces, #a.warnings)
+  for i, t in ipairs(p.traces) do
+    assert.are.equal(t .. ': no GPU kernels, copies or memsets in this trace (a CPU-only '
+      .. 'profile): there is no GPU breakdown to give', a.warnings[i])
+  end
+  for _, k in ipairs({ 'window_ms', 'idle_ms', 'compute_ms', 'non_compute_ms', 'steps',
+    'classes', 'top' }) do
+    assert.is_nil(a[k], k)
+  end
 end
 
 describe('--profile', function()
@@ -110,5 +132,39 @@ describe('a profiled run of the reference trainer #slow', function()
         md)
       -- The trace is not mistaken for a damaged run record.
       assert.is_false(has(md, 'unreadable'), md)
+      -- The trace analysed into the record, consistent with the trace: CPU activity only.
+      assert_cpu_analysis(p)
+      local t = h.run({ 'trace', results .. '/' .. p.traces[1] })
+      assert.are.equal(0, t.code, t.stderr)
+      assert.is_true(has(t.stdout, ' 0 GPU ops '), t.stdout)
+      assert.is_true(has(md, 'no GPU ops in the trace (CPU-only profile)'), md)
     end)
+
+  it('analyses one trace per rank of a 2-rank run into the record', function()
+    if missing then
+      pending(missing)
+      return
+    end
+    local dir = h.tmpdir()
+    local recipe = tiny_recipe(dir, 2)
+    local results = dir .. '/results'
+    local r = h.run({ 'run', recipe, '--profile', 'torch:2-3', '--results', results },
+      { env = { TPLUA_GPU_LIBPATH = fake } })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local paths = fs.glob(results .. '/*.json')
+    assert.are.equal(1, #paths, table.concat(paths, ' '))
+    local rec = assert(json.load_file(paths[1]))
+    local p = rec.profile
+    local dir_of = 'nvd/' .. rec.run_id .. '/profile/'
+    assert.are.same({ dir_of .. 'rank0_trace.json', dir_of .. 'rank1_trace.json' }, p.traces)
+    -- As many ranks analysed as trace files, and the files the record lists are those read.
+    assert_cpu_analysis(p)
+    assert.are.equal(2, p.analysis.ranks)
+    -- compare says the same: no GPU breakdown, nothing to explain.
+    local c = h.run({ 'compare', results })
+    assert.is_true(has(c.stdout, 'nvd: no GPU ops in the traces (a CPU-only profile): no GPU '
+      .. 'breakdown'), c.stdout)
+    assert.is_true(has(c.stdout, "nvd runs: " .. rec.run_id .. " (its record's "
+      .. 'profile.analysis)'), c.stdout)
+  end)
 end)

@@ -124,7 +124,37 @@ describe('tplua repl DIR', function()
   it('prints the loss checks and keeps going after a bad call', function()
     assert.truthy(between(r.stdout, 8, 9):find('loss checks: 1 findings', 1, true))
     assert.truthy(between(r.stdout, 9, 10):find(
-      "R:plot: unknown chart 'pie' (known: throughput, step_time, loss, memory, mfu, lr)", 1, true))
+      "R:plot: unknown chart 'pie' (known: throughput, step_time, loss, memory, mfu, lr, "
+      .. 'profile)', 1, true))
+  end)
+end)
+
+describe('tplua repl DIR with profiled runs', function()
+  local r
+
+  setup(function()
+    local state = h.tmpdir()
+    r = session({
+      { '-x', P }, { '-s', "r = R:run('amd-primus-prof')\n" },
+      { '-x', P }, mark(1), { '-x', P }, { '-s', 'r:profile_a\t' },
+      { '-x', 'r:profile_analysis(' }, { '-s', ')\n' }, { '-x', 'traces' },
+      { '-x', P }, mark(2), { '-x', P }, { '-s', 'R:prof\t' }, { '-x', 'R:profile(' },
+      { '-s', ')\n' }, { '-x', 'largest contributors' },
+      { '-x', P }, mark(3), { '-x', P }, { '-s', '\x04' },
+    }, { h.fixture('results/profiled') }, { XDG_STATE_HOME = state, HOME = state })
+  end)
+
+  it('completes the run\'s method and prints its trace summary, read from its traces', function()
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local f = between(r.stdout, 1, 2)
+    assert.truthy(f:find('window_ms = 33.131', 1, true), f)
+    assert.truthy(f:find('idle_ms = 3.387', 1, true), f)
+  end)
+
+  it("prints each platform's breakdown and the explanation of the gap", function()
+    local f = between(r.stdout, 2, 3)
+    assert.truthy(f:find('nvd runs: nvd-megatron-prof', 1, true), f)
+    assert.truthy(f:find('why amd and nvd differ: step 33.131 ms against 34.892 ms', 1, true), f)
   end)
 end)
 
@@ -154,6 +184,38 @@ describe('tplua repl (no terminal)', function()
     assert.are.equal(0, r.code, r.stderr)
     assert.truthy(r.stdout:find('6\tnvd', 1, true), r.stdout)
     assert.truthy(r.stdout:find('amd-primus-r1', 1, true), r.stdout)
+  end)
+
+  it("exposes each run's trace analysis, the group breakdown and its chart", function()
+    local r = h.run({ 'repl', h.fixture('results/profiled'), h.fixture('results/fair') },
+      { stdin = table.concat({
+        "s, from = R:run('nvd-megatron-prof'):profile_analysis()",
+        "print('nvd', s.window_ms, s.gpu, from)",
+        "s, from = R:run('amd-primus-prof'):profile_analysis()",
+        "print('amd', s.window_ms, s.classes.gemm.exclusive_ms, from)",
+        "a = R:run('amd-primus-prof'):trace()",
+        "print('ranks', #a.ranks, a.ranks[1].mean.steps)",
+        "print('none', R:run('nvd-megatron-r1'):profile_analysis())",
+        'print(R:profile())',
+        "print(R:where{ platform = 'nvd' }:profile('platform').groups[1].runs[1])",
+        "print(R:where{ framework = 'nothing' }:profile())",
+        "print(R:plot('profile', { width = 90, height = 24 }))",
+      }, '\n') .. '\n' })
+    assert.are.equal(0, r.code, r.stderr)
+    local out = r.stdout
+    assert.truthy(out:find("R:report('out')  R:profile()\n", 1, true), out)
+    assert.truthy(out:find('nvd\t34.892\ttrue\trecord', 1, true), out)
+    assert.truthy(out:find('amd\t33.131\t11.646\ttraces', 1, true), out)
+    assert.truthy(out:find('ranks\t1\t1', 1, true), out)
+    assert.truthy(out:find('none\tnil\tthe run was not profiled (its record has no profile '
+      .. 'member)', 1, true), out)
+    assert.truthy(out:find('  nvd          1      1   34.892', 1, true), out)
+    assert.truthy(out:find('amd against nvd, from the traces of nvd-megatron-prof (nvd) and '
+      .. 'amd-primus-prof (amd):', 1, true), out)
+    assert.truthy(out:find('> nvd-megatron-prof\n', 1, true), out)
+    assert.truthy(out:find('nil\tR:profile: no run of this set was profiled', 1, true), out)
+    assert.truthy(out:find('GPU time per step by class (ms)', 1, true), out)
+    assert.truthy(out:find('elementwise', 1, true), out)
   end)
 
   it('names an unknown column of R:table and lists the known ones, then carries on', function()

@@ -1,6 +1,7 @@
 -- tplua report: the command on the result fixtures and the recorded example runs; the files it
 -- writes (PNG signature and size, SVG as XML), usage errors, bad input, no gnuplot, and the
--- HTML page rendered by headless Chromium without console errors.
+-- HTML page rendered by headless Chromium without console errors, with the profile analysis of
+-- profiled runs (real H100 and MI300X traces) in it.
 local h = require('helper')
 
 local CHROMIUM = '/usr/bin/chromium'
@@ -231,6 +232,52 @@ describe('tplua report', function()
     assert.truthy(d.stdout:find('Not a fair comparison', 1, true))
     local _, nsvg = d.stdout:gsub('<svg ', '')
     assert.are.equal(#PLOTS, nsvg)
+    assert.is_nil(d.stdout:find('Profile analysis', 1, true))
+
+    -- Profiled runs (real H100 and MI300X traces): the breakdown, the explanation of the gap
+    -- and the stacked bars of each platform's step, in the rendered page.
+    local pout = h.tmpdir() .. '/profiled'
+    r = h.run({ 'report', h.fixture('results/profiled'), '--out', pout })
+    assert.are.equal(0, r.code, r.stderr)
+    local pw, ph = png_size(pout .. '/profile.png')
+    assert.are.equal(900, pw)
+    assert.are.equal(500, ph)
+    if have_python() then
+      assert.is_nil(xml_errors({ pout .. '/profile.svg' }))
+    end
+    local pd = chromium({ '--dump-dom' }, 'file://' .. pout .. '/report.html')
+    assert.are.same({}, console_lines(pd.stderr))
+    local dom = pd.stdout
+    local sec = dom:match('<section id="profile%-analysis">(.-)</section>')
+    assert.truthy(sec, 'no profile section in the rendered page')
+    assert.truthy(sec:find('<h2>Profile analysis</h2>', 1, true))
+    assert.truthy(sec:find('<td>nvd</td>\n<td class="num">1</td>\n<td class="num">34.892</td>',
+      1, true), sec)
+    assert.truthy(sec:find('<td>amd</td>\n<td class="num">1</td>\n<td class="num">33.131</td>',
+      1, true), sec)
+    assert.truthy(sec:find('<h3>Why amd and nvd differ</h3>', 1, true), sec)
+    assert.truthy(sec:find('<td>elementwise</td>\n<td class="num">18.110</td>\n'
+      .. '<td class="num">12.812</td>\n<td class="num">-5.298</td>', 1, true), sec)
+    assert.truthy(sec:find('uses the traces of nvd-megatron-prof and amd-primus-prof', 1, true))
+    -- The chart: inline SVG with one legend entry per class and idle, and its files linked.
+    assert.truthy(sec:find('<svg ', 1, true), sec)
+    for _, class in ipairs({ 'gemm', 'attention', 'elementwise', 'idle' }) do
+      assert.truthy(sec:find('>' .. class .. '</text>', 1, true), class)
+    end
+    assert.truthy(sec:find('<a href="profile.png">PNG</a>', 1, true))
+    assert.truthy(sec:find('<a href="profile.svg">SVG</a>', 1, true))
+    local _, psvg = dom:gsub('<svg ', '')
+    assert.are.equal(#PLOTS + 1, psvg)
+    local pshot = pout .. '/screenshot.png'
+    local ps = chromium({ '--screenshot=' .. pshot, '--window-size=1280,2000' },
+      'file://' .. pout .. '/report.html')
+    assert.are.same({}, console_lines(ps.stderr))
+    assert.are.equal(1280, (png_size(pshot)))
+    local md = h.read(pout .. '/report.md')
+    assert.truthy(md:find('## Profile analysis', 1, true))
+    assert.truthy(md:find('| nvd | 1 | 34.892 | 8.6% | 91.0% | 0.4% |', 1, true), md)
+    assert.truthy(md:find('| elementwise | 18.110 | 12.812 | -5.298 | 301% |', 1, true), md)
+    assert.truthy(md:find('![Where the step time goes (profiler traces)](profile.png)', 1, true))
   end)
 end)
 

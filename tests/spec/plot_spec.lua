@@ -88,6 +88,22 @@ describe('tp.plot.script', function()
     assert.truthy(s:find("lc rgb '#ed1c24'", 1, true))
   end)
 
+  it('stacks the series of stacked bars: running sums, the tallest drawn first', function()
+    local s = plot.script({ kind = 'bars', stacked = true, categories = { 'nvd', 'amd' },
+      series = { { title = 'gemm', color = '#1f77b4', values = { 8.5, 11.5 } },
+        { title = 'attention', color = '#ff7f0e', values = { 2.5, 0 / 0 } },
+        { title = 'idle', color = '#c7c7c7', values = { 3, 3.5 } } } }, term)
+    -- One bar per category at its tick (no cluster offsets), sums of the series below.
+    assert.truthy(s:find('$bar1_1 << EOD\n1 14\n2 15\nEOD', 1, true), s)
+    assert.truthy(s:find('$bar2_1 << EOD\n1 11\nEOD', 1, true), s)
+    assert.truthy(s:find('$bar3_1 << EOD\n1 8.5\n2 11.5\nEOD', 1, true), s)
+    local idle = s:find("$bar1_1 using 1:2 with boxes lc rgb '#c7c7c7' title 'idle'", 1, true)
+    local gemm = s:find("$bar3_1 using 1:2 with boxes lc rgb '#1f77b4' title 'gemm'", 1, true)
+    assert.truthy(idle and gemm and idle < gemm, s)
+    assert.truthy(s:find('set key outside right top vertical', 1, true))
+    assert.truthy(s:find('set boxwidth 0.54 absolute', 1, true), s)
+  end)
+
   it('returns nil when nothing finite is left to draw', function()
     assert.is_nil(plot.script({ kind = 'bars', categories = { 'a' },
       series = { { values = { 0 / 0 } } } }, term))

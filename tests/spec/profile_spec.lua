@@ -184,12 +184,28 @@ describe('a profiled run (tp.run.execute)', function()
   local gen = { FT, '--megatron-gen', '3', '--lines-per-sec', '400', '--step-ms', '250',
     '--gbs', '8' }
 
-  local function execute(id, argv, dir)
+  local function execute(id, argv, dir, analyse, suffix)
     local out = dir .. '/' .. id .. '/profile'
     return require('tp.run').execute({ id = id, argv = argv, parser = 'megatron', gbs = 8,
       seq_len = 64, gpus = 1, profile = { tool = 'torch', steps = { 2, 3 }, output = out,
-        patterns = { out .. '/rank<RANK>_trace.json' } } },
+        patterns = { out .. '/rank<RANK>_trace.json' .. (suffix or '') }, analyse = analyse } },
       { results = dir, quiet = true, telemetry = false }), out
+  end
+
+  -- A stand-in for the trainer that copies a real trace (tests/fixtures/traces) as rank 0's.
+  local function copying(dir, id, fixture)
+    local argv = { 'sh', '-c', 'cp "$1" "$0/rank0_trace.json.gz" && shift && exec "$@"',
+      dir .. '/' .. id .. '/profile', h.fixture('traces/' .. fixture) }
+    table.move(gen, 1, #gen, #argv + 1, argv)
+    return argv
+  end
+
+  local function diagnostic(rec, kind)
+    for _, d in ipairs(rec.diagnostics) do
+      if d.kind == kind then
+        return d
+      end
+    end
   end
 
   it('creates the profile directory and lists the traces in the record', function()
@@ -203,6 +219,60 @@ describe('a profiled run (tp.run.execute)', function()
     local rec = assert(json.load_file(res.record_path))
     assert.are.same({ 'traced/profile/rank0_trace.json' }, rec.profile.traces)
     assert.are.same({ 2, 3 }, rec.profile.steps)
+  end)
+
+  it('analyses the traces into the record with the analysis the run is given', function()
+    local dir = h.tmpdir()
+    local profiled = require('tp.analyse.profiled')
+    local res = execute('analysed', copying(dir, 'analysed', 'qwen05b_h100.json.gz'), dir,
+      profiled.summarise, '.gz')
+    assert.are.equal('finished', res.status, res.reason)
+    local rec = assert(json.load_file(res.record_path))
+    assert.are.same({ 'analysed/profile/rank0_trace.json.gz' }, rec.profile.traces)
+    local a = rec.profile.analysis
+    -- What tp.analyse.trace says of the same file, in ms per step; lists as JSON arrays.
+    local direct = require('tp.analyse.trace')
+    local want = direct.summary(assert(direct.analyse({ h.fixture(
+      'traces/qwen05b_h100.json.gz') })))
+    assert.is_true(a.gpu)
+    assert.are.equal(1, a.ranks)
+    assert.are.equal(want.window_ms, a.window_ms)
+    assert.are.equal(want.idle_ms, a.idle_ms)
+    assert.are.equal(want.classes.gemm.exclusive_ms, a.classes.gemm.exclusive_ms)
+    assert.are.same({}, a.warnings)
+    assert.is_true(json.is_array(a.warnings) and json.is_array(a.errors))
+    assert.is_nil(diagnostic(rec, 'profile_unanalysed'))
+    assert.is_nil(rec.profile.analyse)
+  end)
+
+  it('keeps the record and warns when the analysis fails, and says nothing when there is '
+    .. 'nothing to analyse', function()
+    local dir = h.tmpdir()
+    local res = execute('failing', copying(dir, 'failing', 'bert_small_h100.json.gz'), dir,
+      function()
+        error('analyser exploded')
+      end, '.gz')
+    assert.are.equal('finished', res.status, res.reason)
+    local rec = assert(json.load_file(res.record_path))
+    assert.is_nil(rec.profile.analysis)
+    local d = assert(diagnostic(rec, 'profile_unanalysed'))
+    assert.are.equal('warning', d.severity)
+    assert.is_truthy(d.message:find('profile: the traces could not be analysed: ', 1, true))
+    assert.is_truthy(d.message:find('analyser exploded', 1, true), d.message)
+    res = execute('unreadable', copying(dir, 'unreadable', 'bert_small_h100.json.gz'), dir,
+      function()
+        return nil, 'no such trace'
+      end, '.gz')
+    rec = assert(json.load_file(res.record_path))
+    assert.are.equal('profile: the traces could not be analysed: no such trace',
+      diagnostic(rec, 'profile_unanalysed').message)
+    res = execute('nothing', copying(dir, 'nothing', 'bert_small_h100.json.gz'), dir,
+      function()
+        return nil
+      end, '.gz')
+    rec = assert(json.load_file(res.record_path))
+    assert.is_nil(rec.profile.analysis)
+    assert.is_nil(diagnostic(rec, 'profile_unanalysed'))
   end)
 
   it('warns in the record when no trace appeared', function()

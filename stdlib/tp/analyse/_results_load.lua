@@ -105,6 +105,27 @@ function Run:file()
   return f.path, f.kind
 end
 
+--- Returns the summary of the run's profiler traces (tp.analyse.trace.summary, docs/record.md
+--- `profile.analysis`): its record's `profile.analysis`, else one made from the trace files the
+--- record lists, read on first call. Also returns where it came from ('record' or 'traces');
+--- nil and the reason when the run was not profiled or its traces cannot be read.
+---```lua
+---local s = R[1]:profile_analysis()
+---if s and s.gpu then print(s.window_ms, s.idle_ms) end
+---```
+---@return table|nil summary, string from_or_err
+function Run:profile_analysis()
+  return require('tp.analyse.profiled').analysis(self)
+end
+
+--- Returns the whole analysis of the run's profiler traces (tp.analyse.trace.analyse: each
+--- rank, each step, the top kernels), read from the files its record lists on first call; nil
+--- and the reason when there are none or none can be read.
+---@return table|nil analysis, string? err
+function Run:trace()
+  return require('tp.analyse.profiled').trace(self)
+end
+
 for k, f in pairs(Run) do
   RUN_COMPLETE[k] = f
 end

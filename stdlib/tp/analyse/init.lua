@@ -1,7 +1,9 @@
 -- tp.analyse: what is concluded from run records. tp.analyse.results loads and queries them,
 -- efficiency and convergence derive per-run figures, compare and compare_csv set platforms side
 -- by side with statistics of repeats, audit checks the comparison is fair, stack the software
--- stacks behind each side.
+-- stacks behind each side, trace breaks profiler traces down and profiled does it for the
+-- profiled runs' records.
 return require('tp').package('tp.analyse', {
   'results', 'efficiency', 'convergence', 'compare', 'compare_csv', 'audit', 'stack', 'trace',
+  'profiled',
 })

@@ -24,7 +24,11 @@ benchmark_*.json) found in the DIRs (recursively) or named as FILEs, then prints
     spikes, and whether the groups' curves agree after warm-up;
   - the comparison: per group mean, sd and bootstrap CI; ratio to the baseline with its
     CI and Welch p; warnings (variation, outliers, slow first run, few repeats); the basis
-    (methodology, steady-state window, FLOPs convention, peak, prices).
+    (methodology, steady-state window, FLOPs convention, peak, prices);
+  - for profiled runs (their records' profile.analysis, or the PyTorch profiler traces
+    they list): each group's mean step on the GPU (idle, compute, non-compute, time per
+    class of kernel) and, between the baseline and each other group, the explanation of
+    the gap in step time from the traces of one run per group (docs/analysis.md).
 
 options:
   --by KEY             group runs by this field (default platform; e.g. framework, gbs)
@@ -221,6 +225,9 @@ function M.run(args)
     order[i] = gr.value
   end
   local stack = require('tp.analyse.stack').table(set, { by = by, order = order })
+  -- The profiled runs' trace analysis: each group's breakdown, the explanation of each gap.
+  local profiled = require('tp.analyse.profiled')
+  local profile = profiled.section(set, cmp)
 
   if opts.csv then
     local csv = require('tp.analyse.compare_csv')
@@ -267,6 +274,7 @@ function M.run(args)
         agreement = conv.agreement },
       comparison = cmp,
       stack = stack,
+      profile = profile or json.null,
       valid = audit.valid,
       exit_status = status,
     }
@@ -307,6 +315,10 @@ function M.run(args)
   out:write('\n')
   out:write(require('tp.analyse.compare').format(cmp))
   out:write('\n')
+  if profile then
+    out:write(profiled.format(profile, { explain = require('tp.present.trace').explain_text }))
+    out:write('\n')
+  end
   if audit.valid then
     local nw = audit.counts.warning or 0
     out:write(string.format('verdict: the comparison is valid (no audit errors%s)\n', nw > 0

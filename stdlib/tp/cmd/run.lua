@@ -47,6 +47,13 @@ local function run_campaign(c, args)
   if #rest > 0 then
     return cli.usage_error('run', 'unexpected argument: ' .. rest[1], M.usage)
   end
+  -- Profiled runs get their traces analysed into their records (profile.analysis), as a
+  -- recipe's runs do (tp.experiment).
+  for _, r in ipairs(c.runs) do
+    if type(r.profile) == 'table' and r.profile.analyse == nil then
+      r.profile = require('tp.experiment').with_analysis(r.profile)
+    end
+  end
   local summary, err = c:execute({ results = opts.results, retry_failed = opts.retry_failed,
     quiet = opts.quiet, concurrency = opts.concurrency })
   if not summary then

@@ -50,7 +50,22 @@ function M.slurm_platform(plan, opts)
     .. "this cluster has with --only", #plan.order, table.concat(plan.order, ', '))
 end
 
---- The runs of a plan in the shape tp.campaign takes (docs/recipes.md, "Running").
+--- A run's `profile` (tp.profile.for_run's) with the trace analysis the record writer calls on
+--- the traces the run left (tp.analyse.profiled.summarise): its record gets `profile.analysis`.
+--- A copy: the plan's own entry is left as it is.
+---@param profile table
+---@return table
+function M.with_analysis(profile)
+  local out = {}
+  for k, v in pairs(profile) do
+    out[k] = v
+  end
+  out.analyse = require('tp.analyse.profiled').summarise
+  return out
+end
+
+--- The runs of a plan in the shape tp.campaign takes (docs/recipes.md, "Running"); a profiled
+--- run's `profile` carries the trace analysis (M.with_analysis).
 ---@param plan table
 ---@param platform? string only this platform's runs
 ---@param extra? table {preflight?} what every run's record carries besides (the preflight's
@@ -70,7 +85,7 @@ function M.campaign_runs(plan, platform, extra)
         launcher = r.launcher == 'slurm' and 'slurm' or nil,
         experiment = plan.experiment,
         dataset = type(dataset) == 'string' and dataset or nil,
-        profile = r.profile,
+        profile = r.profile and M.with_analysis(r.profile),
         preflight = extra and extra.preflight,
       }
     end

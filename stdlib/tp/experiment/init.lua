@@ -30,6 +30,7 @@ M.is_experiment = define.is_experiment
 M.local_platform = run.local_platform
 M.slurm_platform = run.slurm_platform
 M.campaign_runs = run.campaign_runs
+M.with_analysis = run.with_analysis
 M.execute = run.execute
 M.load_results = summary.load_results
 M.summarize = summary.summarize

@@ -6,6 +6,7 @@ local audit = require('tp.analyse.audit')
 local convergence = require('tp.analyse.convergence')
 local efficiency = require('tp.analyse.efficiency')
 local stack = require('tp.analyse.stack')
+local profiled = require('tp.analyse.profiled')
 local base = require('tp.present._report_base')
 
 local misuse, plural = base.misuse, base.plural
@@ -231,6 +232,8 @@ function M.build(set, opts)
     hardware = opts.hardware,
     efficiency = per_run_efficiency,
     stack = stack.table(set, { by = by, order = order }),
+    -- The profiled runs' trace analysis (nil when no run was profiled).
+    profile = profiled.section(set, cmp),
   }
 end
 

@@ -3,6 +3,7 @@
 local base = require('tp.present._report_base')
 local plots_part = require('tp.present._report_plots')
 local text = require('tp.present._report_text')
+local profile_part = require('tp.present._report_profile')
 
 local misuse, g, plural = base.misuse, base.g, base.plural
 
@@ -281,9 +282,14 @@ function M.html(model, plots, svgs)
   add(html_table(shead, srows, {}))
   add('</section>')
 
+  -- Where the step time goes (profiled runs).
+  if model.profile then
+    add(profile_part.html(model, plots, svgs, esc, html_table))
+  end
+
   -- Plots.
   add('<section id="plots"><h2>Plots</h2>')
-  for _, c in ipairs(plots_part.charts(model)) do
+  for _, c in ipairs(plots_part.plots_of(model)) do
     local p = plots[c.name] or {}
     add('<h3>' .. esc(c.title) .. '</h3>')
     if c.missing then

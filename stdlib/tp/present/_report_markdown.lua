@@ -2,6 +2,7 @@
 local base = require('tp.present._report_base')
 local plots_part = require('tp.present._report_plots')
 local text = require('tp.present._report_text')
+local profile_part = require('tp.present._report_profile')
 
 local misuse, g, plural = base.misuse, base.g, base.plural
 
@@ -113,9 +114,12 @@ function M.markdown(model, plots)
     add(md_row({ row.label, table.unpack(row.values) }))
   end
   add()
+  for _, l in ipairs(profile_part.markdown(model, plots, md_text)) do
+    add(l)
+  end
   add('## Plots')
   add()
-  for _, c in ipairs(plots_part.charts(model)) do
+  for _, c in ipairs(plots_part.plots_of(model)) do
     local p = plots[c.name] or {}
     add('### ' .. md_text(c.title))
     add()

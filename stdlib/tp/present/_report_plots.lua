@@ -4,7 +4,9 @@ local results = require('tp.analyse.results')
 local compare = require('tp.analyse.compare')
 local convergence = require('tp.analyse.convergence')
 local efficiency = require('tp.analyse.efficiency')
+local profiled = require('tp.analyse.profiled')
 local base = require('tp.present._report_base')
+local profile_part = require('tp.present._report_profile')
 
 local is_finite, misuse = base.is_finite, base.misuse
 local group_colors, metric_entry = base.group_colors, base.metric_entry
@@ -263,22 +265,29 @@ function BUILDERS.mfu(ctx)
       categories = ctx.cats, series = { ms } } }
 end
 
+-- Where each group's step goes, from the profiled runs' traces (stacked bars).
+function BUILDERS.profile(ctx)
+  return profile_part.chart(ctx.profile(), ctx.by)
+end
+
 local TITLES = { throughput = 'Throughput per GPU', step_time = 'Step-time distributions',
   loss = 'Loss curves', memory = 'Memory', mfu = 'Model FLOPs utilisation',
-  lr = 'Learning rate' }
+  lr = 'Learning rate', profile = profile_part.TITLE }
 
 
---- The chart names `chart` knows: the report's plots (tp.report.PLOTS) and 'lr'.
-M.CHARTS = { 'throughput', 'step_time', 'loss', 'memory', 'mfu', 'lr' }
+--- The chart names `chart` knows: the report's plots (tp.report.PLOTS), 'lr' and 'profile' (a
+--- report draws it when runs were profiled).
+M.CHARTS = { 'throughput', 'step_time', 'loss', 'memory', 'mfu', 'lr', 'profile' }
 
-local function make_ctx(set, by, order, cmp_fn, level, convention, hw)
+local function make_ctx(set, by, order, cmp_fn, level, convention, hw, profile_fn)
   local idx, cats = {}, {}
   for i, v in ipairs(order) do
     idx[v] = i
     cats[i] = tostring(v)
   end
   return { set = set, by = by, order = order, colors = group_colors(order), idx = idx,
-    cats = cats, compare = cmp_fn, level = level, convention = convention, hardware = hw }
+    cats = cats, compare = cmp_fn, level = level, convention = convention, hardware = hw,
+    profile = profile_fn }
 end
 
 local function entry(ctx, name)
@@ -290,6 +299,8 @@ end
 
 --- Returns the charts of a report model (tp.plot chart tables), in tp.report.PLOTS order:
 --- {{name=, title=, caption=, chart=}}; a plot without data is {name=, title=, missing = why}.
+--- When profiled runs have GPU traces, 'profile' follows (the report shows it in its profile
+--- section, not among the plots).
 ---@param model table from `build`
 ---@return table[]
 function M.charts(model)
@@ -301,12 +312,32 @@ function M.charts(model)
   end
   local ctx = make_ctx(model.set, model.by, model.order, function(name)
     return metric_entry(model.compare, name)
-  end, model.level, model.compare.settings.convention, model.hardware)
+  end, model.level, model.compare.settings.convention, model.hardware, function()
+    return model.profile
+  end)
   local out = {}
   for _, name in ipairs(base.PLOTS) do
     out[#out + 1] = entry(ctx, name)
   end
+  local p = entry(ctx, 'profile')
+  if not p.missing then
+    out[#out + 1] = p
+  end
   model.charts = out
+  return out
+end
+
+--- The charts of the report's Plots section: M.charts but the profile chart (shown in the
+--- report's profile section).
+---@param model table from `build`
+---@return table[]
+function M.plots_of(model)
+  local out = {}
+  for _, c in ipairs(M.charts(model)) do
+    if c.name ~= 'profile' then
+      out[#out + 1] = c
+    end
+  end
   return out
 end
 
@@ -362,7 +393,9 @@ function M.chart(set, name, opts)
       cache[metric] = res and res.metrics[1] or false
     end
     return cache[metric] or nil
-  end, 95, convention)
+  end, 95, convention, nil, function()
+    return #set.runs > 0 and profiled.section(set, { by = by, baseline = order[1] }) or nil
+  end)
   return entry(ctx, name)
 end
 

@@ -336,16 +336,36 @@ local function xtics(cats)
   return 'set xtics (' .. table.concat(parts, ', ') .. ')'
 end
 
+-- Stacked bars (chart.stacked): one bar per category, the series on top of each other. Drawn
+-- as bars of the running sums, the tallest first so that each lower part is drawn over it; the
+-- key then lists the series top down, as they are stacked. No whiskers or dots.
+local function stacked_series(chart)
+  local out, sums = {}, {}
+  for _, s in ipairs(chart.series) do
+    local values = {}
+    for i = 1, #chart.categories do
+      local v = s.values and s.values[i]
+      if is_finite(v) then
+        sums[i] = (sums[i] or 0) + v
+        values[i] = sums[i]
+      end
+    end
+    table.insert(out, 1, { title = s.title, color = s.color, colors = s.colors, values = values })
+  end
+  return out
+end
+
 -- Bars: one cluster per category, one bar per series, optional CI whiskers (lo, hi) and the
--- individual values as dots (points).
+-- individual values as dots (points); or stacked (stacked_series).
 local function bars_script(chart, lines, text_width)
   local cats = chart.categories
-  local ns = #chart.series
-  local width = 0.8 / math.max(ns, 1)
+  local series = chart.stacked and stacked_series(chart) or chart.series
+  local ns = #series
+  local width = chart.stacked and 0.6 or 0.8 / math.max(ns, 1)
   local plots, any = {}, false
   local ymax = 0
-  for j, s in ipairs(chart.series) do
-    local off = (j - (ns + 1) / 2) * width
+  for j, s in ipairs(series) do
+    local off = chart.stacked and 0 or (j - (ns + 1) / 2) * width
     local bar_rows, err_rows, pt_rows = {}, {}, {}
     for i = 1, #cats do
       local v = s.values and s.values[i]
@@ -412,7 +432,8 @@ local function bars_script(chart, lines, text_width)
   lines[#lines + 1] = string.format('set yrange [0:%s]', num(ymax > 0 and ymax * 1.12 or 1))
   lines[#lines + 1] = xtics(fit_labels(cats, text_width))
   lines[#lines + 1] = string.format('set boxwidth %s absolute', num(width * 0.9))
-  lines[#lines + 1] = ns > 1 and 'set key top left horizontal' or 'unset key'
+  lines[#lines + 1] = ns > 1 and (chart.stacked and 'set key outside right top vertical'
+    or 'set key top left horizontal') or 'unset key'
   lines[#lines + 1] = 'plot ' .. table.concat(plots, ', \\\n  ')
   return true
 end
@@ -514,9 +535,10 @@ end
 --- writing to `output` (a file name, nil for standard output), or nil when the chart has no
 --- finite value to draw. Charts:
 --- `{kind = 'bars', categories = {label...}, series = {{title=, color=, values=, lo=, hi=,
---- points = {{v...}...}}}}`, `{kind = 'lines', series = {{title=, color=, dash=, x=, y=}}}`,
---- `{kind = 'boxes', categories = {{label=, samples=, color=, legend=}}}`; all take `title`,
---- `xlabel`, `ylabel`, `yformat`.
+--- points = {{v...}...}}}, stacked = false}` (stacked: one bar per category, the series on top
+--- of each other, no whiskers or dots), `{kind = 'lines', series = {{title=, color=, dash=, x=,
+--- y=}}}`, `{kind = 'boxes', categories = {{label=, samples=, color=, legend=}}}`; all take
+--- `title`, `xlabel`, `ylabel`, `yformat`.
 ---@param chart table
 ---@param term string
 ---@param output? string

@@ -7,6 +7,7 @@ local results = require('tp.analyse.results')
 local compare_mod = require('tp.analyse.compare')
 local audit_mod = require('tp.analyse.audit')
 local convergence_mod = require('tp.analyse.convergence')
+local profiled = require('tp.analyse.profiled')
 local report = require('tp.present.report')
 local plot = require('tp.present.plot')
 
@@ -230,6 +231,10 @@ local CONVERGENCE_MT = { __name = 'tp.convergence.Result', __tostring = function
   return findings_text(string.format('loss checks: %d findings', #c.findings), c.findings)
 end }
 
+local PROFILE_MT = { __name = 'tp.analyse.profiled.Section', __tostring = function(p)
+  return profiled.format(p, { explain = require('tp.present.trace').explain_text })
+end }
+
 local function printable(t, mt)
   if getmetatable(t) == nil then
     setmetatable(t, mt)
@@ -347,8 +352,37 @@ function Set:report(out, opts)
   return M.report(self, out, opts)
 end
 
+--- The profile analysis of this set's profiled runs (tp.analyse.profiled.section): each
+--- group's mean step on the GPU from the runs' profiler traces and, between the baseline and
+--- each other group, the explanation of the gap in step time; it prints as text. `by` splits
+--- the runs (default 'platform'), `opts.baseline` names the baseline (default nvd, else the
+--- first group). Returns nil and a message when no run was profiled. A single run's:
+--- `R[1]:profile_analysis()` (its summary), `R[1]:trace()` (every rank and step).
+---```lua
+---R:profile()
+---R:profile('framework', { baseline = 'megatron' }).explanations[1].explanation.rows
+---```
+---@param by? string
+---@param opts? {baseline?: any}
+---@return table|nil section, string? err
+function Set:profile(by, opts)
+  check_self(self, 'profile')
+  local o = by_opts(by, opts, 'R:profile')
+  for k in pairs(o) do
+    if k ~= 'by' and k ~= 'baseline' then
+      error(string.format("R:profile: unknown option '%s'", tostring(k)), 2)
+    end
+  end
+  local sec = profiled.section(native(self), o)
+  if not sec then
+    return nil, 'R:profile: no run of this set was profiled (no profile member in its records)'
+  end
+  return printable(sec, PROFILE_MT)
+end
+
 --- Draws a chart of this set as text with gnuplot's dumb terminal and returns it (the prompt
---- prints it). `what`: 'loss', 'lr', 'step_time', 'throughput', 'memory' or 'mfu'; `opts.by`
+--- prints it). `what`: 'loss', 'lr', 'step_time', 'throughput', 'memory', 'mfu' or 'profile'
+--- (where the profiled runs' step goes, from their traces); `opts.by`
 --- splits the runs (default 'platform'), `opts.width`/`opts.height` in characters (default
 --- 100 x 30). Returns nil, message, code when there is nothing to draw or gnuplot fails.
 ---```lua
@@ -409,8 +443,13 @@ function M.banner(set, sources)
     end
     lines[#lines + 1] = '    left out: ' .. tostring(e.message)
   end
+  local profiled_runs = false
+  for _, r in ipairs(set.runs) do
+    profiled_runs = profiled_runs or type(r.profile) == 'table'
+  end
   lines[#lines + 1] = "try: R:table()  R:where{platform = 'amd'}:table()  R:plot('loss')  " ..
-    "compare(R, 'platform')  audit(R)  convergence(R)  R:report('out')"
+    "compare(R, 'platform')  audit(R)  convergence(R)  R:report('out')" ..
+    (profiled_runs and '  R:profile()' or '')
   return table.concat(lines, '\n') .. '\n'
 end
 

@@ -282,12 +282,40 @@ function Active:build_record(log, status, reason)
       rec.diagnostics[#rec.diagnostics + 1] = { kind = 'profile_missing', severity = 'warning',
         line = json.null, message = 'profile: no trace file matches '
           .. table.concat(rec.profile.patterns, ', ') }
+    else
+      self:analyse_profile(rec)
     end
   end
   rec.energy_metrics = self.energy or { measured = false,
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }
   self:measured_window_energy(rec)
   return scrubber:value(rec)
+end
+
+--- Adds `profile.analysis` to a record whose run was given a trace analysis (the run's
+--- `profile.analyse`, a function of the trace files and the record's directory returning the
+--- summary, nil when there is nothing to analyse, or nil and a message: tp.experiment gives
+--- tp.analyse.profiled.summarise, which tp.run may not require). A failure is a warning in
+--- `diagnostics`; the record is written whatever happens.
+---@param rec table the record being built, with its `profile` member
+function Active:analyse_profile(rec)
+  local analyse = self.run.profile.analyse
+  if type(analyse) ~= 'function' then
+    return
+  end
+  local dir = fs.dirname(self.record_path)
+  local files = {}
+  for i, t in ipairs(rec.profile.traces) do
+    files[i] = t:sub(1, 1) == '/' and t or fs.join(dir, t)
+  end
+  local ok, summary, err = pcall(analyse, files, dir)
+  if ok and summary then
+    rec.profile.analysis = summary
+  elseif not ok or err then
+    rec.diagnostics[#rec.diagnostics + 1] = { kind = 'profile_unanalysed', severity = 'warning',
+      line = json.null, message = 'profile: the traces could not be analysed: '
+        .. tostring(ok and err or summary) }
+  end
 end
 
 --- After the exit was delivered: parses the rest of the output, stops telemetry, writes the
