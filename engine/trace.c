@@ -1,6 +1,7 @@
-// Profiler traces: reading one (trace_src for the bytes, trace_read for the JSON, trace_store for
-// what is kept) and the per-step breakdowns: step windows on the GPU, the union of busy time,
-// compute and non-compute time as Holistic Trace Analysis defines them
+// Profiler traces: reading one (trace_src for the bytes; trace_read for Kineto's JSON,
+// trace_rocprof for rocprofv3's CSV, trace_nsys for Nsight Systems' SQLite export, chosen by the
+// first bytes; trace_store for what is kept) and the per-step breakdowns: step windows on the GPU,
+// the union of busy time, compute and non-compute time as Holistic Trace Analysis defines them
 // (hta/analyzers/breakdown_analysis.py, get_temporal_breakdown), per-class times, communication
 // hidden behind compute, host-wait gaps. docs/trace.md defines each figure.
 #include "trace.h"
@@ -8,19 +9,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace_nsys.h"
 #include "trace_read.h"
+#include "trace_rocprof.h"
 #include "trace_src.h"
 #include "trace_store.h"
 
 const char *const tp_trace_kind_names[TP_TRACE_KINDS] = {"kernel", "memcpy", "memset"};
 
-static int read_from(TpTraceSrc *src, const char *label, TpTrace **out, TpError *err) {
+// Reads a trace in the format its first bytes show: an SQLite database (Nsight Systems), a CSV
+// whose header names rocprofv3's columns, else JSON. `path` is the file (NULL: memory).
+static int parse_any(TpTraceSrc *src, const char *path, TpTrace *t, TpError *err) {
+  const unsigned char *p = NULL;
+  size_t n = 0;
+  int rc = tp_trace_src_peek(src, &p, &n, err);
+  if (rc < 0) {
+    return rc;
+  }
+  if (rc > 0 && tp_trace_nsys_sniff(p, n)) {
+    return tp_trace_parse_nsys(src, path, t, err);
+  }
+  if (rc > 0 && tp_trace_rocprof_sniff(p, n)) {
+    return path ? tp_trace_read_rocprof(src, path, t, err)
+                : tp_trace_parse_rocprof_csv(src, t, err);
+  }
+  return tp_trace_parse(src, t, err);
+}
+
+static int read_from(TpTraceSrc *src, const char *label, const char *path, TpTrace **out,
+                     TpError *err) {
   TpTrace *t = tp_trace_new(label);
   if (!t) {
     tp_trace_src_free(src);
     return tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
   }
-  int rc = tp_trace_parse(src, t, err);
+  int rc = parse_any(src, path, t, err);
   if (rc == 0) {
     t->compressed = tp_trace_src_compressed(src);
     if (tp_trace_src_truncated(src) && !t->truncated) {
@@ -46,7 +69,7 @@ int tp_trace_read(const char *path, TpTrace **out, TpError *err) {
   if (rc != 0) {
     return rc;
   }
-  return read_from(src, path, out, err);
+  return read_from(src, path, path, out, err);
 }
 
 int tp_trace_read_mem(const char *label, const void *data, size_t n, TpTrace **out, TpError *err) {
@@ -55,7 +78,7 @@ int tp_trace_read_mem(const char *label, const void *data, size_t n, TpTrace **o
   if (rc != 0) {
     return rc;
   }
-  return read_from(src, label, out, err);
+  return read_from(src, label, NULL, out, err);
 }
 
 void tp_trace_free(TpTrace *t) {
@@ -170,7 +193,9 @@ static int sweep_window(const TpTrace *t, const Window *w, const uint8_t *class_
     (*edges)[n++] = (Edge){a, (uint32_t)i, c, +1};
     (*edges)[n++] = (Edge){b, (uint32_t)i, c, -1};
   }
-  qsort(*edges, n, sizeof(Edge), cmp_edge);
+  if (n > 1) {  // *edges is NULL before the first op
+    qsort(*edges, n, sizeof(Edge), cmp_edge);
+  }
   uint32_t active[TP_TRACE_MAX_CLASSES] = {0};
   uint64_t mask = 0;
   int64_t prev = w->start, gap_start = w->start;
@@ -347,7 +372,9 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
   }
   TpTraceStore *pv = t->priv;
   if (!pv->ops_sorted) {
-    qsort(t->ops, t->nops, sizeof(TpTraceOp), cmp_op);
+    if (t->nops > 1) {  // t->ops is NULL with no op
+      qsort(t->ops, t->nops, sizeof(TpTraceOp), cmp_op);
+    }
     pv->ops_sorted = true;
   }
   out->nclasses = nclasses;
@@ -383,7 +410,7 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
       w->end = op->ts + d;
     }
     out->name_count[op->name]++;
-    out->name_sum[op->name] += d;
+    out->name_sum[op->name] = tp_trace_add_capped(out->name_sum[op->name], d);
   }
   size_t nwin = 0;
   for (size_t s = 0; s < t->nsteps; s++) {
@@ -423,7 +450,7 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
       }
       TpTraceClassTime *c = &out->steps[win_of[op->step] - 1].cls[class_of[op->name]];
       c->count++;
-      c->sum += tp_trace_op_dur(t, i);
+      c->sum = tp_trace_add_capped(c->sum, tp_trace_op_dur(t, i));
     }
     whole_view(t, kind_mask, class_of, &out->whole);
   }

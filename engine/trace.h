@@ -10,7 +10,9 @@
 /// Lower-case names of the kinds ("kernel", "memcpy", "memset").
 extern const char *const tp_trace_kind_names[TP_TRACE_KINDS];
 
-/// Reads a trace file (gzip is recognised by its magic bytes; inflated on a second thread).
+/// Reads a trace file: Kineto JSON, rocprofv3 CSV (with the memory copy and HIP API traces beside
+/// a `*kernel_trace.csv`) or an Nsight Systems SQLite export, told apart by their first bytes
+/// (gzip is recognised by its magic bytes; inflated on a second thread).
 /// A file cut short gives what was read, `truncated` set and a warning. Returns 0 and sets
 /// *out (free with tp_trace_free), or a negative code with `err` naming the file and the byte
 /// offset: -errno, TP_EPARSE (not a trace, damaged), TP_ELIMIT (a string or nesting too big),

@@ -413,9 +413,9 @@ static bool skip_value(Parser *x) {
   }
 }
 
-// Reads a number as nanoseconds from microseconds text: exact decimal arithmetic on the first 18
-// significant digits, rounded once, half away from zero, at the nanosecond. false when it is
-// not a number or out of range.
+// Reads a number as nanoseconds from microseconds text: exact decimal arithmetic on the first 19
+// significant digits (ns since the epoch have 19), rounded once, half away from zero, at the
+// nanosecond. false when it is not a number or out of range.
 static bool us_to_ns(const char *s, size_t len, int64_t *out) {
   if (len >= MAX_NUMBER || !is_number(s, len)) {
     return false;
@@ -432,12 +432,12 @@ static bool us_to_ns(const char *s, size_t len, int64_t *out) {
       in_frac = true;
       continue;
     }
-    if (sig < 18) {
+    if (sig < 19) {  // below 10^19: fits 64 bits
       mant = mant * 10 + (uint64_t)(*p - '0');
       sig += mant != 0;
       exp10 -= in_frac;
     } else {
-      exp10 += !in_frac;  // digits past the 18th: their place counts, their value does not
+      exp10 += !in_frac;  // digits past the 19th: their place counts, their value does not
     }
   }
   if (p < end) {
@@ -581,7 +581,13 @@ static bool read_number_field(Parser *x, char *tok, size_t *len, bool *is_num) {
   if (!*is_num) {
     return skip_value(x);
   }
-  return read_token(x, tok, MAX_NUMBER, len);
+  if (!read_token(x, tok, MAX_NUMBER, len)) {
+    return false;
+  }
+  if (*len < MAX_NUMBER && !is_number(tok, *len)) {  // as skip_value checks it
+    return fail_at(x, TP_EPARSE, "not a JSON value");
+  }
+  return true;
 }
 
 static bool read_args(Parser *x, Event *ev) {
@@ -751,6 +757,7 @@ static bool read_event(Parser *x) {
   int c = skip_ws(x);
   if (c == '}') {
     x->p++;
+    x->t->events++;  // an element of traceEvents like any other
     x->t->ignored++;
     return true;
   }
@@ -795,13 +802,14 @@ static bool read_event(Parser *x) {
         return false;
       }
       ev.has_ts = num;
-      ev.bad_ts = num && !us_to_ns(tok, len, &ev.ts);
+      ev.bad_ts = num && (!us_to_ns(tok, len, &ev.ts) || ev.ts < TP_TRACE_TS_MIN ||
+                          ev.ts > TP_TRACE_TS_MAX);
     } else if (key_is(&x->key, "dur")) {
       if (!read_number_field(x, tok, &len, &num)) {
         return false;
       }
       ev.has_dur = num;
-      ev.bad_dur = num && !us_to_ns(tok, len, &ev.dur);
+      ev.bad_dur = num && (!us_to_ns(tok, len, &ev.dur) || ev.dur > TP_TRACE_DUR_MAX);
     } else if (key_is(&x->key, "args")) {
       if (!read_args(x, &ev)) {
         return false;

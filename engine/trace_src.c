@@ -48,6 +48,11 @@ struct TpTraceSrc {
   bool done, stop;  // done: the thread has queued its last slot; stop: the parser is gone
   int rc;           // the thread's error (0: none)
   char msg[256];
+  // a peeked first chunk, handed out again by the next tp_trace_src_next
+  bool replay;
+  int replay_rc;
+  const unsigned char *replay_p;
+  size_t replay_n;
 };
 
 static int set_err(TpError *err, const TpTraceSrc *s, int code, const char *why) {
@@ -301,6 +306,12 @@ int tp_trace_src_file(const char *path, TpTraceSrc **out, TpError *err) {
 }
 
 int tp_trace_src_next(TpTraceSrc *s, const unsigned char **p, size_t *n, TpError *err) {
+  if (s->replay) {
+    s->replay = false;
+    *p = s->replay_p;
+    *n = s->replay_n;
+    return s->replay_rc;
+  }
   if (!s->threaded) {
     if (!s->compressed) {
       if (s->mem_pos >= s->mem_len) {
@@ -351,6 +362,23 @@ int tp_trace_src_next(TpTraceSrc *s, const unsigned char **p, size_t *n, TpError
   }
   pthread_mutex_unlock(&s->mu);
   return rc;
+}
+
+int tp_trace_src_peek(TpTraceSrc *s, const unsigned char **p, size_t *n, TpError *err) {
+  *p = NULL;
+  *n = 0;
+  int rc = tp_trace_src_next(s, p, n, err);
+  if (rc >= 0) {  // an error is not replayed: the reader gives up on it
+    s->replay = true;
+    s->replay_rc = rc;
+    s->replay_p = *p;
+    s->replay_n = *n;
+  }
+  return rc;
+}
+
+const char *tp_trace_src_label(const TpTraceSrc *s) {
+  return s->label;
 }
 
 bool tp_trace_src_compressed(const TpTraceSrc *s) {

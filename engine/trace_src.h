@@ -22,6 +22,13 @@ int tp_trace_src_mem(const char *label, const void *data, size_t n, TpTraceSrc *
 /// A gzip stream that ends early is the end of the data with *truncated set.
 int tp_trace_src_next(TpTraceSrc *s, const unsigned char **p, size_t *n, TpError *err);
 
+/// The first chunk, left in place: the next tp_trace_src_next returns it again (the readers
+/// choose the format from it). Call before any tp_trace_src_next. Same returns as that call.
+int tp_trace_src_peek(TpTraceSrc *s, const unsigned char **p, size_t *n, TpError *err);
+
+/// The name the source was opened with (the file's path or the memory block's label).
+const char *tp_trace_src_label(const TpTraceSrc *s);
+
 /// Whether the data is gzip, and whether a gzip stream ended early (after the end of the data).
 bool tp_trace_src_compressed(const TpTraceSrc *s);
 bool tp_trace_src_truncated(const TpTraceSrc *s);

@@ -53,7 +53,9 @@ static size_t arena_put(TpTrace *t, const char *p, size_t n) {
     t->arena_cap = nc;
   }
   size_t at = t->arena_len;
-  memcpy(t->arena + at, p, n);
+  if (n > 0) {  // p may be NULL then (an empty buffer's data)
+    memcpy(t->arena + at, p, n);
+  }
   t->arena[at + n] = '\0';
   t->arena_len += n + 1;
   return at;
@@ -196,8 +198,8 @@ int tp_trace_add_op(TpTrace *t, const TpTraceOpIn *in) {
   t->nops++;
   TpTraceName *nm = &t->names[id];
   nm->count++;
-  nm->total += in->dur;
-  nm->bytes += in->bytes;
+  nm->total = tp_trace_add_capped(nm->total, in->dur);
+  nm->bytes = tp_trace_add_capped(nm->bytes, in->bytes);
   if (in->coll && nm->coll_at == SIZE_MAX) {
     size_t at = arena_put(t, in->coll, in->coll_len);
     if (at == SIZE_MAX) {
@@ -364,7 +366,9 @@ int tp_trace_finish(TpTrace *t) {
   if (!sorted) {
     qsort(pv->launches, pv->nlaunch, sizeof(TpTraceLaunch), cmp_launch);
   }
-  qsort(t->steps, t->nsteps, sizeof(TpTraceStep), cmp_step);
+  if (t->nsteps > 1) {  // qsort's array must not be NULL, even when empty
+    qsort(t->steps, t->nsteps, sizeof(TpTraceStep), cmp_step);
+  }
   if (t->nsteps == 0 && t->nops > 0) {
     // No ProfilerStep: one step that holds every op.
     if (tp_trace_add_step(t, 0, INT64_MIN / 4, INT64_MAX / 2) != 0) {
@@ -390,7 +394,7 @@ int tp_trace_finish(TpTrace *t) {
   for (size_t i = 0; i < pv->nloader; i++) {
     uint32_t s = step_at(t, pv->loaders[i].ts);
     if (s != TP_TRACE_NO_STEP) {
-      t->steps[s].dataloader += pv->loaders[i].dur;
+      t->steps[s].dataloader = tp_trace_add_capped(t->steps[s].dataloader, pv->loaders[i].dur);
     }
   }
   return 0;

@@ -8,6 +8,18 @@
 #include "common.h"
 #include "trace_types.h"
 
+/// The times (ns) the store takes: any end (ts + dur) and any difference of two starts or ends
+/// fits 63 bits. A reader skips an event outside them as out of range.
+#define TP_TRACE_TS_MIN  (-((int64_t)1 << 60))     ///< 36 years before the clock's zero
+#define TP_TRACE_TS_MAX  (((int64_t)1 << 62) - 1)  ///< the year 2116 in ns since the epoch
+#define TP_TRACE_DUR_MAX ((int64_t)1 << 60)        ///< 36 years
+
+/// a + b, for sums of non-negative durations and sizes: INT64_MAX instead of an overflow.
+static inline int64_t tp_trace_add_capped(int64_t a, int64_t b) {
+  int64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
+}
+
 /// A runtime call that launched a GPU op (the op has the same args.correlation).
 typedef struct TpTraceLaunch {
   uint32_t corr;
