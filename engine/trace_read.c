@@ -381,8 +381,9 @@ static bool skip_value(Parser *x) {
         return false;
       }
       if (len >= sizeof(tok)) {
-        // A very long number: only its characters were checked by read_token.
-      } else if (!is_literal(tok, len) && !is_number(tok, len)) {
+        return fail_at(x, TP_ELIMIT, "a number or literal longer than 63 characters");
+      }
+      if (!is_literal(tok, len) && !is_number(tok, len)) {
         return fail_at(x, TP_EPARSE, "not a JSON value");
       }
     }
@@ -584,7 +585,10 @@ static bool read_number_field(Parser *x, char *tok, size_t *len, bool *is_num) {
   if (!read_token(x, tok, MAX_NUMBER, len)) {
     return false;
   }
-  if (*len < MAX_NUMBER && !is_number(tok, *len)) {  // as skip_value checks it
+  if (*len >= MAX_NUMBER) {
+    return fail_at(x, TP_ELIMIT, "a number longer than 63 characters");
+  }
+  if (!is_number(tok, *len)) {  // as skip_value checks it
     return fail_at(x, TP_EPARSE, "not a JSON value");
   }
   return true;
@@ -706,7 +710,7 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
         .corr = ev->corr,
         .stream = ev->stream,
         .kind = kind,
-        .coll = ev->has_coll ? x->coll.data : NULL,
+        .coll = ev->has_coll && x->coll.len > 0 ? x->coll.data : NULL,
         .coll_len = ev->has_coll ? x->coll.len : 0,
         .bytes =
             ev->nelems > 0 && esize > 0 && ev->nelems < INT64_MAX / esize ? ev->nelems * esize : 0,

@@ -10,9 +10,12 @@ M.usage = [[
 usage: tplua trace FILE|DIR... [--json] [--step N] [--top K] [--rules FILE]
        tplua trace --compare A B [--label-a NAME] [--label-b NAME] [--json] [--rules FILE]
 
-Reads PyTorch profiler traces (Kineto Chrome-trace JSON as torch.profiler writes it on CUDA
-and ROCm: .json, .json.gz, .pt.trace.json.gz; one file per rank; a DIR stands for the trace
-files in it, the ranks of one run) with the engine's streaming reader, and prints per rank:
+Reads profiler traces with the engine's streaming reader: PyTorch profiler traces (Kineto
+Chrome-trace JSON as torch.profiler writes it on CUDA and ROCm: .json, .json.gz,
+.pt.trace.json.gz), Nsight Systems SQLite exports (nsys export --type sqlite: .sqlite) and
+rocprofv3 kernel traces (--kernel-trace --output-format csv: *kernel_trace.csv, with the
+memory copy and HIP API traces beside it); gzip or not; one file per rank; a DIR stands for
+the trace files in it, the ranks of one run. Prints per rank:
   - the temporal breakdown of each profiler step on the GPU: idle, compute, non-compute
     (communication and memory ops not under compute), as Holistic Trace Analysis defines them,
     and their mean over the steady steps (every step but the last);
@@ -52,7 +55,10 @@ local function usage_error(msg)
   return cli.usage_error('trace', msg, M.usage)
 end
 
-local TRACE_FILE = { '%.json$', '%.json%.gz$' }
+-- The files of a directory that are traces: Kineto JSON, Nsight Systems SQLite exports, and
+-- rocprofv3 kernel traces (their memory-copy and HIP API traces beside them are read with them).
+local TRACE_FILE = { '%.json$', '%.json%.gz$', '%.sqlite$', '%.sqlite%.gz$', 'kernel_trace%.csv$',
+  'kernel_trace%.csv%.gz$' }
 
 -- The trace files an argument stands for: the file itself, or the trace files of a directory.
 local function expand(arg)
@@ -75,8 +81,8 @@ local function expand(arg)
 end
 
 local function label_of(arg)
-  return (arg:gsub('/+$', ''):match('([^/]+)$') or arg):gsub('%.pt%.trace%.json%.gz$', '')
-    :gsub('%.json%.gz$', ''):gsub('%.json$', '')
+  return (arg:gsub('/+$', ''):match('([^/]+)$') or arg):gsub('%.gz$', '')
+    :gsub('%.pt%.trace%.json$', ''):gsub('%.json$', ''):gsub('%.sqlite$', ''):gsub('%.csv$', '')
 end
 
 -- A JSON-friendly copy of a run's analysis (no functions, no cycles).
@@ -140,8 +146,8 @@ function M.run(args)
     for i, arg in ipairs(inputs) do
       local files = expand(arg)
       if #files == 0 then
-        io.stderr:write(string.format('tplua trace: %s: no trace file (*.json, *.json.gz)\n',
-          arg))
+        io.stderr:write(string.format('tplua trace: %s: no trace file (*.json, *.sqlite, '
+          .. '*kernel_trace.csv, gzip or not)\n', arg))
         return 1
       end
       local run, err = trace.analyse(files, top)
@@ -172,7 +178,8 @@ function M.run(args)
   for _, arg in ipairs(inputs) do
     local list = expand(arg)
     if #list == 0 then
-      io.stderr:write(string.format('tplua trace: %s: no trace file (*.json, *.json.gz)\n', arg))
+      io.stderr:write(string.format('tplua trace: %s: no trace file (*.json, *.sqlite, '
+        .. '*kernel_trace.csv, gzip or not)\n', arg))
       return 1
     end
     for _, f in ipairs(list) do

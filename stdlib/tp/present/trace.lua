@@ -90,7 +90,7 @@ function M.analysis_text(a, opts)
   out[#out + 1] = string.format('trace %s%s', a.path, who(a) ~= '' and ('  (' .. who(a) .. ')')
     or '')
   out[#out + 1] = string.format('  %d events, %d GPU ops (%d distinct names), %d launches, '
-    .. '%d profiler steps%s, %d ops in no step, %.1f MB of JSON%s', info.events, info.ops,
+    .. '%d profiler steps%s, %d ops in no step, %.1f MB read%s', info.events, info.ops,
     info.names, info.launches, info.steps, info.stepless and ' (none: one step holds every op)'
     or '', info.unassigned, info.bytes / 1e6, info.compressed and ' (gzip)' or '')
   for _, w in ipairs(a.warnings) do
@@ -150,7 +150,9 @@ function M.analysis_text(a, opts)
     out[#out + 1] = string.format('  host: the GPU waited %s ms per step for the CPU to launch '
       .. 'work (%s of idle)%s', ms(s.host_wait), pct(s.host_wait, s.idle),
       (s.dataloader or 0) > 0 and string.format('; dataloader %s ms', ms(s.dataloader)) or '')
-    if #a.cpu.launch_bound > 0 then
+    if #a.cpu.launch_bound > 0 and info.stepless then
+      out[#out + 1] = '  launch-bound: idle is over 10% of the trace and mostly host wait'
+    elseif #a.cpu.launch_bound > 0 then
       local steps = {}
       for i, n in ipairs(a.cpu.launch_bound) do
         steps[i] = tostring(n)

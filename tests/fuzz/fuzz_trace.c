@@ -1,0 +1,153 @@
+// libFuzzer target for engine/trace: the input is a profiler trace (plain JSON or gzip) read from
+// memory. A refusal must be one of the reader's codes with a message naming the input; an
+// accepted trace must be consistent (names, steps, counts), and its breakdown, with name id % 3
+// picking the class (compute, communication, memory), must fill each window exactly: the
+// classes' exclusive time plus idle is the window. A second breakdown gives the same figures.
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define REQUIRE(c)                                                                                 \
+  do {                                                                                             \
+    if (!(c)) {                                                                                    \
+      fprintf(stderr, "invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);                   \
+      abort();                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static void count_cat(const char *cat, size_t len, uint64_t count, void *ud) {
+  REQUIRE(cat != NULL && strlen(cat) == len && count > 0);
+  *(uint64_t *)ud += count;
+}
+
+static void check_breakdown(const TpTrace *t, const TpTraceBreakdown *b) {
+  REQUIRE(b->nclasses == 3 && b->nsteps <= t->nsteps);
+  for (size_t k = 0; k < b->nsteps; k++) {
+    const TpTraceStepTime *st = &b->steps[k];
+    REQUIRE(st->step < t->nsteps);
+    REQUIRE(st->window >= 0 && st->busy >= 0 && st->busy <= st->window);
+    REQUIRE(st->idle == st->window - st->busy);
+    REQUIRE(st->compute >= 0 && st->compute <= st->busy);
+    REQUIRE(st->non_compute == st->busy - st->compute);
+    REQUIRE(st->comm >= 0 && st->comm <= st->busy);
+    REQUIRE(st->comm_overlapped >= 0 && st->comm_overlapped <= st->comm);
+    REQUIRE(st->comm_overlapped <= st->compute);
+    REQUIRE(st->host_wait >= 0 && st->host_wait <= st->idle);
+    REQUIRE(st->ops == t->steps[st->step].ops);
+    double excl = 0;
+    uint64_t count = 0;
+    for (size_t c = 0; c < b->nclasses; c++) {
+      const TpTraceClassTime *ct = &st->cls[c];
+      REQUIRE(ct->time >= 0 && ct->time <= st->busy && ct->sum >= 0);
+      REQUIRE(ct->exclusive >= 0 && ct->exclusive <= (double)ct->time * (1 + 1e-9) + 1e-6);
+      excl += ct->exclusive;
+      count += ct->count;
+    }
+    REQUIRE(count == st->ops);
+    REQUIRE(fabs(excl + (double)st->idle - (double)st->window) <=
+            1e-9 * (double)st->window + 1e-6 * (double)(st->ops + 1));
+  }
+  REQUIRE(b->whole.ops <= t->nops && b->whole.span >= 0);
+  REQUIRE(b->whole.idle >= 0 && b->whole.idle <= b->whole.span);
+  REQUIRE(b->whole.compute >= 0 && b->whole.non_compute >= 0);
+  REQUIRE(b->whole.compute + b->whole.non_compute + b->whole.idle == b->whole.span);
+  uint64_t assigned = 0;
+  for (size_t i = 0; i < t->nnames; i++) {
+    REQUIRE(b->name_count[i] <= t->names[i].count && b->name_sum[i] >= 0);
+    assigned += b->name_count[i];
+  }
+  REQUIRE(assigned == t->nops - t->unassigned);
+}
+
+static bool same_breakdown(const TpTraceBreakdown *a, const TpTraceBreakdown *b, size_t nnames) {
+  if (a->nsteps != b->nsteps || memcmp(&a->whole, &b->whole, sizeof(a->whole)) != 0) {
+    return false;
+  }
+  for (size_t k = 0; k < a->nsteps; k++) {
+    const TpTraceStepTime *x = &a->steps[k], *y = &b->steps[k];
+    if (x->step != y->step || x->start != y->start || x->window != y->window ||
+        x->busy != y->busy || x->compute != y->compute || x->comm != y->comm ||
+        x->comm_overlapped != y->comm_overlapped || x->host_wait != y->host_wait) {
+      return false;
+    }
+    for (size_t c = 0; c < a->nclasses; c++) {
+      if (x->cls[c].count != y->cls[c].count || x->cls[c].sum != y->cls[c].sum ||
+          x->cls[c].time != y->cls[c].time || x->cls[c].exclusive != y->cls[c].exclusive) {
+        return false;
+      }
+    }
+  }
+  return memcmp(a->name_count, b->name_count, nnames * sizeof(uint64_t)) == 0 &&
+         memcmp(a->name_sum, b->name_sum, nnames * sizeof(int64_t)) == 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  // The input in a block of its own size, so that an overread is caught.
+  uint8_t *copy = malloc(size ? size : 1);
+  memcpy(copy, data, size);
+  TpTrace *t = NULL;
+  TpError err = {0};
+  int rc = tp_trace_read_mem("fuzz", copy, size, &t, &err);
+  if (rc != 0) {
+    REQUIRE(rc == TP_EPARSE || rc == TP_ELIMIT || rc == TP_ENOMEM);
+    REQUIRE(t == NULL && err.code == rc && strncmp(err.msg, "fuzz: ", 6) == 0);
+    free(copy);
+    return 0;
+  }
+  REQUIRE(t != NULL && t->bytes > 0);
+  REQUIRE(t->warnings > 0 ? t->warning[0] != '\0' : t->warning[0] == '\0');
+  REQUIRE(!t->truncated || t->warnings > 0);
+  REQUIRE(t->events >=
+          t->flows + t->ignored + t->bad + t->nops + t->launches + (t->stepless ? 0 : t->nsteps));
+  uint64_t cats = 0;
+  tp_trace_categories(t, count_cat, &cats);
+  REQUIRE(cats <= t->events);
+  uint64_t named = 0, in_steps = 0;
+  for (size_t i = 0; i < t->nnames; i++) {
+    REQUIRE(t->names[i].at + t->names[i].len < t->arena_len);
+    REQUIRE(t->names[i].kind < TP_TRACE_KINDS && t->names[i].count > 0);
+    REQUIRE(t->names[i].total >= 0 && t->names[i].bytes >= 0);
+    named += t->names[i].count;
+  }
+  REQUIRE(named == t->nops);
+  for (size_t i = 0; i < t->nsteps; i++) {
+    REQUIRE(t->steps[i].dur >= 0 && t->steps[i].dataloader >= 0);
+    REQUIRE(i == 0 || t->steps[i - 1].ts <= t->steps[i].ts);
+    in_steps += t->steps[i].ops;
+  }
+  REQUIRE(in_steps + t->unassigned == t->nops);
+  REQUIRE(!t->stepless || (t->nsteps == 1 && t->unassigned == 0));
+  for (size_t i = 0; i < t->nops; i++) {
+    const TpTraceOp *op = &t->ops[i];
+    REQUIRE(op->name < t->nnames && op->kind < TP_TRACE_KINDS);
+    REQUIRE(op->step == TP_TRACE_NO_STEP || op->step < t->nsteps);
+    REQUIRE(tp_trace_op_dur(t, i) >= 0);
+  }
+  for (size_t i = 0; i < t->nmeta; i++) {
+    REQUIRE(t->meta[i].key_at + t->meta[i].key_len < t->arena_len);
+    REQUIRE(t->meta[i].at + t->meta[i].len < t->arena_len);
+  }
+  uint8_t *class_of = malloc(t->nnames + 1);
+  for (size_t i = 0; i < t->nnames; i++) {
+    class_of[i] = (uint8_t)(i % 3);
+  }
+  static const uint8_t kinds[3] = {TP_TRACE_COMPUTE, TP_TRACE_COMMUNICATION, TP_TRACE_MEMORY};
+  TpTraceBreakdown b, again;
+  REQUIRE(tp_trace_breakdown(t, class_of, kinds, 3, &b, &err) == 0);
+  check_breakdown(t, &b);
+  REQUIRE(tp_trace_breakdown(t, class_of, kinds, 3, &again, &err) == 0);
+  REQUIRE(same_breakdown(&b, &again, t->nnames));
+  tp_trace_breakdown_free(&b);
+  tp_trace_breakdown_free(&again);
+  free(class_of);
+  tp_trace_free(t);
+  free(copy);
+  return 0;
+}
