@@ -19,6 +19,16 @@ enum {
   EV_ERR = 2,          // an error was set
 };
 
+// A string the parser keeps for the event at hand: borrowed from the current chunk when it lies
+// there whole and has no escape (no copy), else decoded into `buf`. Borrowed strings are copied
+// into their buffers before the chunk changes (pin).
+typedef struct Str {
+  const char *data;
+  size_t len;
+  bool borrowed;
+  TpBuf buf;
+} Str;
+
 typedef struct Parser {
   TpTraceSrc *src;
   TpTrace *t;
@@ -26,7 +36,8 @@ typedef struct Parser {
   const unsigned char *chunk, *p, *end;
   uint64_t base;  // offset of chunk[0] in the uncompressed data
   int fail;       // EV_EOF or EV_ERR once failed
-  TpBuf key, name, cat, coll, dtype, text;
+  Str key, name, cat, coll, dtype, ph;
+  TpBuf text;
   TpBuf *capture;  // when set, every byte consumed is appended here (a meta member's text)
   size_t capture_from;
   bool capture_over;
@@ -57,8 +68,29 @@ static void capture_flush(Parser *x) {
 }
 
 // Moves to the next chunk; false at the end of the data (fail = EV_EOF) or on an error.
+static bool pin(Parser *x, Str *s) {
+  if (!s->borrowed) {
+    return true;
+  }
+  s->buf.len = 0;
+  s->borrowed = false;
+  if (s->len > 0 && tp_buf_append(&s->buf, s->data, s->len) != 0) {
+    s->data = "";
+    s->len = 0;
+    x->fail = EV_ERR;
+    tp_error_set(x->err, TP_ENOMEM, "%s: out of memory", x->t->path);
+    return false;
+  }
+  s->data = s->len > 0 ? s->buf.data : "";
+  return true;
+}
+
 static bool fill(Parser *x) {
   if (x->fail) {
+    return false;
+  }
+  if (!pin(x, &x->key) || !pin(x, &x->name) || !pin(x, &x->cat) || !pin(x, &x->coll) ||
+      !pin(x, &x->dtype) || !pin(x, &x->ph)) {
     return false;
   }
   capture_flush(x);
@@ -166,17 +198,86 @@ static bool put_utf8(Parser *x, TpBuf *out, unsigned u) {
   return true;
 }
 
+// The first byte in [p, end) that ends a run of plain string bytes: a quote, a backslash or a
+// control character. Eight bytes at a time: for a byte b of word w, ((w - 0x01..) & ~w & 0x80..)
+// flags a zero byte, and the lowest flagged byte is exact (little-endian: borrows run upwards);
+// bytes below 0x20 are flagged by subtracting 0x20.. instead (exact for the lowest one too, as
+// every flagged byte's high bit is clear in w).
+static const unsigned char *string_run(const unsigned char *p, const unsigned char *end) {
+  const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+  while (end - p >= 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    uint64_t hit = ((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w);
+    hit &= highs;
+    if (hit) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      return p + (__builtin_ctzll(hit) >> 3);
+#else
+      break;
+#endif
+    }
+    p += 8;
+  }
+  while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) {
+    p++;
+  }
+  return p;
+}
+
 // Reads the string whose opening quote is next; appends its decoded bytes to `out` (NULL: drop).
+static bool read_string_body(Parser *x, TpBuf *out);
+
 static bool read_string(Parser *x, TpBuf *out) {
   if (skip_ws(x) != '"') {
     return x->fail ? false : fail_at(x, TP_EPARSE, "expected a string");
   }
   x->p++;
+  return read_string_body(x, out);
+}
+
+// Reads a string into `s`, borrowing it from the chunk when it can.
+static bool read_str(Parser *x, Str *s) {
+  if (skip_ws(x) != '"') {
+    return x->fail ? false : fail_at(x, TP_EPARSE, "expected a string");
+  }
+  x->p++;
+  const unsigned char *start = x->p;
+  const unsigned char *q = string_run(start, x->end);
+  if (q < x->end && *q == '"') {
+    if ((size_t)(q - start) > MAX_NAME) {
+      return fail_at(x, TP_ELIMIT, "a name longer than 1 MiB");
+    }
+    s->data = (const char *)start;
+    s->len = (size_t)(q - start);
+    s->borrowed = true;
+    x->p = q + 1;
+    return true;
+  }
+  s->buf.len = 0;
+  s->borrowed = false;
+  s->data = "";
+  s->len = 0;
+  if (!read_string_body(x, &s->buf)) {
+    return false;
+  }
+  s->data = s->buf.len > 0 ? s->buf.data : "";
+  s->len = s->buf.len;
+  return true;
+}
+
+static void str_clear(Str *s) {
+  s->data = "";
+  s->len = 0;
+  s->borrowed = false;
+}
+
+// The rest of a string whose opening quote was read; its decoded bytes go to `out` (NULL: drop).
+static bool read_string_body(Parser *x, TpBuf *out) {
   for (;;) {
     const unsigned char *s = x->p;
-    while (x->p < x->end && *x->p != '"' && *x->p != '\\' && *x->p >= 0x20) {
-      x->p++;
-    }
+    x->p = string_run(x->p, x->end);
     if (out && x->p > s) {
       if (out->len + (size_t)(x->p - s) > MAX_NAME) {
         return fail_at(x, TP_ELIMIT, "a name longer than 1 MiB");
@@ -507,12 +608,12 @@ static bool to_u64(const char *s, size_t len, uint64_t *out) {
   return true;
 }
 
-static bool key_is(const TpBuf *k, const char *lit) {
+static bool key_is(const Str *k, const char *lit) {
   size_t n = strlen(lit);
   return k->len == n && memcmp(k->data, lit, n) == 0;
 }
 
-static bool buf_is_ci(const TpBuf *b, const char *lit) {
+static bool buf_is_ci(const Str *b, const char *lit) {
   size_t n = strlen(lit);
   if (b->len != n) {
     return false;
@@ -529,13 +630,13 @@ static bool buf_is_ci(const TpBuf *b, const char *lit) {
   return true;
 }
 
-static bool starts_with(const TpBuf *b, const char *lit) {
+static bool starts_with(const Str *b, const char *lit) {
   size_t n = strlen(lit);
   return b->len >= n && memcmp(b->data, lit, n) == 0;
 }
 
 // Bytes of one element of a tensor of this dtype (as the profiler names them), 0 if unknown.
-static int64_t dtype_size(const TpBuf *d) {
+static int64_t dtype_size(const Str *d) {
   static const struct {
     const char *name;
     int64_t size;
@@ -604,8 +705,7 @@ static bool read_args(Parser *x, Event *ev) {
     return true;
   }
   for (;;) {
-    x->key.len = 0;
-    if (!read_string(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
+    if (!read_str(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
       return false;
     }
     char tok[MAX_NUMBER];
@@ -640,14 +740,12 @@ static bool read_args(Parser *x, Event *ev) {
         ev->group = 0;
       }
     } else if (key_is(&x->key, "Collective name") && skip_ws(x) == '"') {
-      x->coll.len = 0;
-      if (!read_string(x, &x->coll)) {
+      if (!read_str(x, &x->coll)) {
         return false;
       }
       ev->has_coll = true;
     } else if (key_is(&x->key, "dtype") && skip_ws(x) == '"') {
-      x->dtype.len = 0;
-      if (!read_string(x, &x->dtype)) {
+      if (!read_str(x, &x->dtype)) {
         return false;
       }
       ev->has_dtype = true;
@@ -674,7 +772,7 @@ static bool oom(Parser *x, int rc) {
 // Acts on one parsed event.
 static bool use_event(Parser *x, const Event *ev, uint64_t at) {
   TpTrace *t = x->t;
-  if (!oom(x, tp_trace_count_cat(t, x->cat.data ? x->cat.data : "", x->cat.len))) {
+  if (!oom(x, tp_trace_count_cat(t, x->cat.data, x->cat.len))) {
     return false;
   }
   if (ev->ph == 's' || ev->ph == 'f' || ev->ph == 't') {
@@ -705,7 +803,7 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
     TpTraceOpIn in = {
         .ts = ev->ts,
         .dur = dur,
-        .name = x->name.data ? x->name.data : "",
+        .name = x->name.data,
         .name_len = x->name.len,
         .corr = ev->corr,
         .stream = ev->stream,
@@ -756,7 +854,8 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
 static bool read_event(Parser *x) {
   uint64_t at = offset(x);
   Event ev = {.corr = UINT64_MAX, .stream = -1};
-  x->name.len = x->cat.len = 0;
+  str_clear(&x->name);
+  str_clear(&x->cat);
   x->p++;  // '{'
   int c = skip_ws(x);
   if (c == '}') {
@@ -766,8 +865,7 @@ static bool read_event(Parser *x) {
     return true;
   }
   for (;;) {
-    x->key.len = 0;
-    if (!read_string(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
+    if (!read_str(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
       return false;
     }
     char tok[MAX_NUMBER];
@@ -775,18 +873,16 @@ static bool read_event(Parser *x) {
     bool num = false;
     if (key_is(&x->key, "ph")) {
       if (skip_ws(x) == '"') {
-        x->text.len = 0;
-        if (!read_string(x, &x->text)) {
+        if (!read_str(x, &x->ph)) {
           return false;
         }
-        ev.ph = x->text.len == 1 ? x->text.data[0] : '?';
+        ev.ph = x->ph.len == 1 ? x->ph.data[0] : '?';
       } else if (!skip_value(x)) {
         return false;
       }
     } else if (key_is(&x->key, "name")) {
       if (skip_ws(x) == '"') {
-        x->name.len = 0;
-        if (!read_string(x, &x->name)) {
+        if (!read_str(x, &x->name)) {
           return false;
         }
       } else if (!skip_value(x)) {
@@ -794,8 +890,7 @@ static bool read_event(Parser *x) {
       }
     } else if (key_is(&x->key, "cat")) {
       if (skip_ws(x) == '"') {
-        x->cat.len = 0;
-        if (!read_string(x, &x->cat)) {
+        if (!read_str(x, &x->cat)) {
           return false;
         }
       } else if (!skip_value(x)) {
@@ -914,8 +1009,7 @@ static bool read_top(Parser *x, bool *seen_events) {
     return true;
   }
   for (;;) {
-    x->key.len = 0;
-    if (!read_string(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
+    if (!read_str(x, &x->key) || !expect(x, ':', "expected ':' after a key")) {
       return false;
     }
     if (key_is(&x->key, "traceEvents")) {
@@ -946,6 +1040,10 @@ static bool read_top(Parser *x, bool *seen_events) {
 
 int tp_trace_parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
   Parser x = {.src = src, .t = t, .err = err};
+  Str *strs[] = {&x.key, &x.name, &x.cat, &x.coll, &x.dtype, &x.ph};
+  for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+    str_clear(strs[i]);
+  }
   bool seen_events = false;
   bool ok = read_top(&x, &seen_events);
   if (ok && skip_ws(&x) >= 0) {
@@ -975,11 +1073,12 @@ int tp_trace_parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
                   : tp_error_set(err, TP_EPARSE, "%s: no traceEvents in the trace", t->path);
   }
   t->bytes = end;
-  tp_buf_free(&x.key);
-  tp_buf_free(&x.name);
-  tp_buf_free(&x.cat);
-  tp_buf_free(&x.coll);
-  tp_buf_free(&x.dtype);
+  tp_buf_free(&x.key.buf);
+  tp_buf_free(&x.name.buf);
+  tp_buf_free(&x.cat.buf);
+  tp_buf_free(&x.coll.buf);
+  tp_buf_free(&x.dtype.buf);
+  tp_buf_free(&x.ph.buf);
   tp_buf_free(&x.text);
   return rc;
 }
