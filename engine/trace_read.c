@@ -695,6 +695,24 @@ static bool read_number_field(Parser *x, char *tok, size_t *len, bool *is_num) {
   return true;
 }
 
+// After a member or an element: 1 when a ',' follows (another one comes), 0 when `close` ends
+// the container (consumed), -1 on failure (`why` when the byte is neither).
+static int next_or_close(Parser *x, char close, const char *why) {
+  int c = skip_ws(x);
+  if (c == ',') {
+    x->p++;
+    return 1;
+  }
+  if (c == close) {
+    x->p++;
+    return 0;
+  }
+  if (!x->fail) {
+    fail_at(x, TP_EPARSE, why);
+  }
+  return -1;
+}
+
 static bool read_args(Parser *x, Event *ev) {
   if (skip_ws(x) != '{') {
     return x->fail ? false : skip_value(x);
@@ -752,16 +770,13 @@ static bool read_args(Parser *x, Event *ev) {
     } else if (!skip_value(x)) {
       return false;
     }
-    int c = skip_ws(x);
-    if (c == ',') {
-      x->p++;
-      continue;
+    int more = next_or_close(x, '}', "expected ',' or '}' in args");
+    if (more < 0) {
+      return false;
     }
-    if (c == '}') {
-      x->p++;
+    if (more == 0) {
       return true;
     }
-    return x->fail ? false : fail_at(x, TP_EPARSE, "expected ',' or '}' in args");
   }
 }
 
@@ -916,16 +931,13 @@ static bool read_event(Parser *x) {
     } else if (!skip_value(x)) {
       return false;
     }
-    c = skip_ws(x);
-    if (c == ',') {
-      x->p++;
-      continue;
+    int more = next_or_close(x, '}', "expected ',' or '}' in an event");
+    if (more < 0) {
+      return false;
     }
-    if (c == '}') {
-      x->p++;
+    if (more == 0) {
       break;
     }
-    return x->fail ? false : fail_at(x, TP_EPARSE, "expected ',' or '}' in an event");
   }
   x->t->events++;
   return use_event(x, &ev, at);
@@ -954,16 +966,13 @@ static bool read_events(Parser *x) {
         return false;
       }
     }
-    c = skip_ws(x);
-    if (c == ',') {
-      x->p++;
-      continue;
+    int more = next_or_close(x, ']', "expected ',' or ']' after an event");
+    if (more < 0) {
+      return false;
     }
-    if (c == ']') {
-      x->p++;
+    if (more == 0) {
       return true;
     }
-    return x->fail ? false : fail_at(x, TP_EPARSE, "expected ',' or ']' after an event");
   }
 }
 
@@ -1025,16 +1034,13 @@ static bool read_top(Parser *x, bool *seen_events) {
         return false;
       }
     }
-    c = skip_ws(x);
-    if (c == ',') {
-      x->p++;
-      continue;
+    int more = next_or_close(x, '}', "expected ',' or '}' at the top level");
+    if (more < 0) {
+      return false;
     }
-    if (c == '}') {
-      x->p++;
+    if (more == 0) {
       return true;
     }
-    return x->fail ? false : fail_at(x, TP_EPARSE, "expected ',' or '}' at the top level");
   }
 }
 

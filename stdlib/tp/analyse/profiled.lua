@@ -400,16 +400,20 @@ function M.section(set, cmp)
   return sec
 end
 
-local function ms(v)
+--- A figure in ms as text ('-' when absent), as the profile tables print it.
+function M.ms_text(v)
   return type(v) == 'number' and string.format('%.3f', v) or '-'
 end
 
-local function pct(part, whole)
+--- A share as text ('12.3%'; '-' when either part is absent or the whole is 0).
+function M.pct_text(part, whole)
   if type(part) ~= 'number' or type(whole) ~= 'number' or whole == 0 then
     return '-'
   end
   return string.format('%.1f%%', 100 * part / whole)
 end
+
+local ms, pct = M.ms_text, M.pct_text
 
 --- The classes of a summary by exclusive time per step, largest first: {{name=, kind=, ms=}}.
 ---```lua

@@ -80,6 +80,17 @@ local function expand(arg)
   return files
 end
 
+-- expand(arg), or nil once the error is printed when it stands for no trace file.
+local function expand_or_say(arg)
+  local files = expand(arg)
+  if #files == 0 then
+    io.stderr:write(string.format('tplua trace: %s: no trace file (*.json, *.sqlite, '
+      .. '*kernel_trace.csv, gzip or not)\n', arg))
+    return nil
+  end
+  return files
+end
+
 local function label_of(arg)
   return (arg:gsub('/+$', ''):match('([^/]+)$') or arg):gsub('%.gz$', '')
     :gsub('%.pt%.trace%.json$', ''):gsub('%.json$', ''):gsub('%.sqlite$', ''):gsub('%.csv$', '')
@@ -144,10 +155,8 @@ function M.run(args)
   if opts.compare then
     local runs = {}
     for i, arg in ipairs(inputs) do
-      local files = expand(arg)
-      if #files == 0 then
-        io.stderr:write(string.format('tplua trace: %s: no trace file (*.json, *.sqlite, '
-          .. '*kernel_trace.csv, gzip or not)\n', arg))
+      local files = expand_or_say(arg)
+      if not files then
         return 1
       end
       local run, err = trace.analyse(files, top)
@@ -176,10 +185,8 @@ function M.run(args)
   end
   local files = {}
   for _, arg in ipairs(inputs) do
-    local list = expand(arg)
-    if #list == 0 then
-      io.stderr:write(string.format('tplua trace: %s: no trace file (*.json, *.sqlite, '
-        .. '*kernel_trace.csv, gzip or not)\n', arg))
+    local list = expand_or_say(arg)
+    if not list then
       return 1
     end
     for _, f in ipairs(list) do

@@ -159,16 +159,7 @@ function M.markdown(model, plots, md_text)
   return L
 end
 
-local function ms(v)
-  return type(v) == 'number' and string.format('%.3f', v) or '-'
-end
-
-local function pct(part, whole)
-  if type(part) ~= 'number' or type(whole) ~= 'number' or whole == 0 then
-    return '-'
-  end
-  return string.format('%.1f%%', 100 * part / whole)
-end
+local ms, pct = profiled.ms_text, profiled.pct_text
 
 local function group_row(g)
   local s = g.summary
