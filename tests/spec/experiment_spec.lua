@@ -575,7 +575,8 @@ describe('profiling (the profile field and --profile)', function()
     assert.is_true(has_arg(r.argv, '--no-python'))
     assert.is_true(has_arg(r.argv, 'nsys', 'profile'))
     assert.is_true(has_arg(r.argv, '-o', r.output .. '/profile/nsys_rank%q{RANK}'))
-    assert.are.same({ r.output .. '/profile/nsys_rank<RANK>.nsys-rep' }, r.profile.patterns)
+    assert.are.same({ r.output .. '/profile/nsys_rank<RANK>.nsys-rep',
+      r.output .. '/profile/nsys_rank<RANK>.sqlite' }, r.profile.patterns)
     -- The preflight checks the trainer's own command, not the profiler around it.
     assert.are_not.equal('nsys', r.process.argv[1])
   end)

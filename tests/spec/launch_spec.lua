@@ -315,11 +315,12 @@ describe('tp.profile', function()
       local out, traces = profile.apply('megatron', MEG,
         { tool = 'nsys', steps = { 10, 12 }, output = '/p/' })
       assert.are.same({ 'nsys', 'profile', '-t', 'cuda,nvtx', '-s', 'none', '--force-overwrite',
-                        'true', '-o', '/p/nsys_rank%q{RANK}', '--capture-range=cudaProfilerApi',
+                        'true', '--export=sqlite', '-o', '/p/nsys_rank%q{RANK}',
+                        '--capture-range=cudaProfilerApi',
                         '--capture-range-end=stop', 'python3', 'pretrain_gpt.py', '--lr',
                         '0.0003', '--profile', '--profile-step-start', '9',
                         '--profile-step-end', '12', '--profile-ranks', '0' }, out.argv)
-      assert.are.same({ '/p/nsys_rank0.nsys-rep' }, traces)
+      assert.are.same({ '/p/nsys_rank0.nsys-rep', '/p/nsys_rank0.sqlite' }, traces)
       -- and torchrun then runs the profiler as a program
       local wrapped = launch.get('torchrun').wrap(out, { nproc_per_node = 8 })
       assert.are.equal('--no-python', wrapped.argv[7])
@@ -328,10 +329,11 @@ describe('tp.profile', function()
 
     it('megatron: rocprofv3 traces the whole run, not a step range', function()
       local out, traces = profile.apply('megatron', MEG, { tool = 'rocprofv3', output = '/p' })
-      assert.are.same({ 'rocprofv3', '--runtime-trace', '--output-format', 'pftrace', '-d',
-                        '/p', '-o', 'rank%rank%', '--', 'python3', 'pretrain_gpt.py', '--lr',
-                        '0.0003' }, out.argv)
-      assert.are.same({ '/p/rank<RANK>_results.pftrace' }, traces)
+      assert.are.same({ 'rocprofv3', '--runtime-trace', '--output-format', 'pftrace', 'csv',
+                        '-d', '/p', '-o', 'rank%rank%', '--', 'python3', 'pretrain_gpt.py',
+                        '--lr', '0.0003' }, out.argv)
+      assert.are.same({ '/p/rank<RANK>_results.pftrace', '/p/rank<RANK>_kernel_trace.csv' },
+        traces)
       assert.has_error(function()
         profile.apply('megatron', MEG, { tool = 'rocprofv3', steps = { 1, 2 }, output = '/p' })
       end)
@@ -381,7 +383,7 @@ describe('tp.profile', function()
       local out, traces = profile.apply('nemo', MEG, { tool = 'nsys', output = '/p' })
       assert.are.equal('nsys', out.argv[1])
       assert.is_nil(table.concat(out.argv, ' '):find('capture-range', 1, true))
-      assert.are.same({ '/p/nsys_rank<RANK>.nsys-rep' }, traces)
+      assert.are.same({ '/p/nsys_rank<RANK>.nsys-rep', '/p/nsys_rank<RANK>.sqlite' }, traces)
     end)
 
     it("gives nemo's driver its profiler callbacks for a window of steps", function()
@@ -393,7 +395,7 @@ describe('tp.profile', function()
       out, traces = profile.apply('nemo', MEG, { tool = 'nsys', steps = { 5, 7 }, output = '/p' })
       assert.are.equal('profile.nsys=[4, 7]', out.argv[#out.argv])
       assert.truthy(table.concat(out.argv, ' '):find('--capture-range=cudaProfilerApi', 1, true))
-      assert.are.same({ '/p/nsys_rank0.nsys-rep' }, traces)
+      assert.are.same({ '/p/nsys_rank0.nsys-rep', '/p/nsys_rank0.sqlite' }, traces)
     end)
   end)
 end)

@@ -86,7 +86,9 @@ describe('tp.profile.apply for the reference trainer', function()
     assert.is_truthy(table.concat(out.argv, ' '):find('--capture-range=cudaProfilerApi '
       .. '--capture-range-end=stop /usr/bin/python3 reftrain.py --lr 0.001 --profile '
       .. '--profile-step-start 3 --profile-step-end 6', 1, true))
-    assert.are.same({ '/r/profile/nsys_rank<RANK>.nsys-rep' }, traces)
+    assert.are.same({ '/r/profile/nsys_rank<RANK>.nsys-rep', '/r/profile/nsys_rank<RANK>.sqlite' },
+      traces)
+    assert.is_truthy(table.concat(out.argv, ' '):find('--export=sqlite', 1, true))
   end)
 
   it('rocprofv3: the whole run; steps refused; torch needs steps', function()

@@ -36,15 +36,36 @@ local function cpu_trace(path)
 end
 
 describe('tp.analyse.profiled.files', function()
-  it('keeps the Kineto traces, joined to the record directory when relative', function()
+  it('keeps the traces it reads, joined to the record directory when relative', function()
     local member = { traces = { 'nvd/x/profile/rank0_trace.json', '/abs/rank1.pt.trace.json.gz',
-      'nvd/x/profile/nsys_rank0.nsys-rep', 'nvd/x/profile/rank0_results.pftrace' } }
-    assert.are.same({ 'out/nvd/x/profile/rank0_trace.json', '/abs/rank1.pt.trace.json.gz' },
+      'nvd/x/profile/nsys_rank0.nsys-rep', 'nvd/x/profile/nsys_rank0.sqlite',
+      'amd/x/profile/rank0_results.pftrace', 'amd/x/profile/rank0_kernel_trace.csv' } }
+    assert.are.same({ 'out/nvd/x/profile/rank0_trace.json', '/abs/rank1.pt.trace.json.gz',
+      'out/nvd/x/profile/nsys_rank0.sqlite', 'out/amd/x/profile/rank0_kernel_trace.csv' },
       profiled.files(member, 'out/run.json'))
     assert.are.same({}, profiled.files({ tool = 'torch' }, 'out/run.json'))
     assert.are.same({}, profiled.files(nil))
-    assert.is_true(profiled.is_kineto('a.json.gz'))
-    assert.is_false(profiled.is_kineto('a.json.gz.tmp'))
+    assert.is_true(profiled.is_readable('a.json.gz'))
+    assert.is_true(profiled.is_readable('nsys_rank3.sqlite.gz'))
+    assert.is_true(profiled.is_readable('rank3_kernel_trace.csv'))
+    assert.is_false(profiled.is_readable('rank3_memory_copy_trace.csv'))
+    assert.is_false(profiled.is_readable('a.json.gz.tmp'))
+    assert.is_false(profiled.is_readable('nsys_rank0.nsys-rep'))
+  end)
+end)
+
+describe('tp.analyse.profiled with the system profilers\' files', function()
+  it('summarises an nsys export and a rocprofv3 kernel trace as it does Kineto', function()
+    for _, name in ipairs({ 'nsys_cloverleaf_a100.sqlite.gz',
+      'rocprofv3_vcopy_mi300x_kernel_trace.csv' }) do
+      local path = h.fixture('traces/' .. name)
+      local s = assert(profiled.summarise({ path }))
+      local want = trace.summary(assert(trace.analyse({ path })))
+      assert.is_true(s.gpu, name)
+      assert.are.equal(1, s.ranks)
+      assert.are.equal(want.window_ms, s.window_ms)
+      assert.is_true(s.window_ms > 0)
+    end
   end)
 end)
 

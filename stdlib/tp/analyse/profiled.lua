@@ -11,16 +11,24 @@ local trace = require('tp.analyse.trace')
 
 local M = {}
 
---- Returns true when tp.analyse.trace reads the file: PyTorch profiler (Kineto) JSON, plain or
---- gzip (`rank0_trace.json`, `x.pt.trace.json.gz`); nsys and rocprofv3 files are not.
+--- Returns true when tp.analyse.trace reads the file: PyTorch profiler (Kineto) JSON
+--- (`rank0_trace.json`, `x.pt.trace.json.gz`), Nsight Systems SQLite exports (`.sqlite`) and
+--- rocprofv3 kernel traces (`rank0_kernel_trace.csv`), gzip or not; not nsys reports or
+--- Perfetto files.
 ---```lua
----tp.analyse.profiled.is_kineto('rank0_trace.json')       --> true
----tp.analyse.profiled.is_kineto('nsys_rank0.nsys-rep')    --> false
+---tp.analyse.profiled.is_readable('rank0_trace.json')       --> true
+---tp.analyse.profiled.is_readable('nsys_rank0.sqlite')      --> true
+---tp.analyse.profiled.is_readable('nsys_rank0.nsys-rep')    --> false
 ---```
 ---@param path string
 ---@return boolean
-function M.is_kineto(path)
-  return type(path) == 'string' and (path:find('%.json$') or path:find('%.json%.gz$')) ~= nil
+function M.is_readable(path)
+  if type(path) ~= 'string' then
+    return false
+  end
+  local p = path:gsub('%.gz$', '')
+  return p:find('%.json$') ~= nil or p:find('%.sqlite$') ~= nil
+    or p:find('kernel_trace%.csv$') ~= nil
 end
 
 --- The files of a record's `profile` member (its `traces`) that tp.analyse.trace reads, each
@@ -38,7 +46,7 @@ function M.files(member, record_path)
   end
   local dir = type(record_path) == 'string' and fs.dirname(record_path) or '.'
   for _, t in ipairs(member.traces) do
-    if M.is_kineto(t) then
+    if M.is_readable(t) then
       out[#out + 1] = t:sub(1, 1) == '/' and t or fs.join(dir, t)
     end
   end
@@ -94,7 +102,7 @@ end
 function M.summarise(paths, base)
   local files = {}
   for _, p in ipairs(paths) do
-    if M.is_kineto(p) then
+    if M.is_readable(p) then
       files[#files + 1] = p
     end
   end

@@ -142,23 +142,34 @@ local function megatron_range(steps)
   return tostring(steps[1] - 1), tostring(steps[2])
 end
 
+--- The files nsys writes for the output name `base`: its report and the SQLite export.
+---@param base string
+---@return string[]
+function M.nsys_traces(base)
+  return { base .. '.nsys-rep', base .. '.sqlite' }
+end
+
 local function system_wrap(cmd, opts, ranged)
   local out = copy(cmd)
   local pre, traces
   if opts.tool == 'nsys' then
     -- nsys profile: -o with %q{RANK} (an environment variable, set by torchrun per worker);
     -- with a range, capture only between cudaProfilerStart and cudaProfilerStop.
+    -- --export=sqlite also writes the report as an SQLite database beside it, which
+    -- tp.analyse.trace reads (docs/trace.md).
     pre = { 'nsys', 'profile', '-t', 'cuda,nvtx', '-s', 'none', '--force-overwrite', 'true',
-            '-o', join(opts.output, 'nsys_rank%q{RANK}') }
+            '--export=sqlite', '-o', join(opts.output, 'nsys_rank%q{RANK}') }
     if ranged then
       append(pre, '--capture-range=cudaProfilerApi', '--capture-range-end=stop')
     end
-    traces = { join(opts.output, 'nsys_rank<RANK>.nsys-rep') }
+    traces = M.nsys_traces(join(opts.output, 'nsys_rank<RANK>'))
   else
-    -- rocprofv3: -d output directory, -o file name with the %rank% key, Perfetto output.
-    pre = { 'rocprofv3', '--runtime-trace', '--output-format', 'pftrace', '-d', opts.output,
-            '-o', 'rank%rank%', '--' }
-    traces = { join(opts.output, 'rank<RANK>_results.pftrace') }
+    -- rocprofv3: -d output directory, -o file name with the %rank% key; Perfetto output to look
+    -- at and CSV (rank<r>_kernel_trace.csv, memory copies and HIP calls beside it) to analyse.
+    pre = { 'rocprofv3', '--runtime-trace', '--output-format', 'pftrace', 'csv', '-d',
+            opts.output, '-o', 'rank%rank%', '--' }
+    traces = { join(opts.output, 'rank<RANK>_results.pftrace'),
+               join(opts.output, 'rank<RANK>_kernel_trace.csv') }
   end
   local argv = pre
   for _, a in ipairs(out.argv) do
@@ -205,7 +216,7 @@ function APPLY.megatron(cmd, opts)
     local first, last = megatron_range(s)
     append(out.argv, '--profile', '--profile-step-start', first, '--profile-step-end', last,
       '--profile-ranks', '0')
-    traces = { join(opts.output, 'nsys_rank0.nsys-rep') }
+    traces = M.nsys_traces(join(opts.output, 'nsys_rank0'))
   end
   return out, traces
 end
@@ -274,7 +285,7 @@ function APPLY.nemo(cmd, opts)
   local out, traces = system_wrap(cmd, opts, s ~= nil)
   if s then
     append(out.argv, string.format('profile.nsys=[%d, %d]', s[1] - 1, s[2]))
-    traces = { join(opts.output, 'nsys_rank0.nsys-rep') }
+    traces = M.nsys_traces(join(opts.output, 'nsys_rank0'))
   end
   return out, traces
 end
