@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "logscan_lex.h"
+#include "logscan_nemo.h"
 #include "logscan_num.h"
 #include "logscan_rec.h"
 #include "logscan_state.h"
@@ -52,7 +53,9 @@ static const MgLabel mg_labels[] = {
     {LBL("hip mem usage/free/total/usage_ratio"), -1, K_HIPMEM, true},
 };
 
-// "iteration <spaces> N/<spaces> T" anywhere in the payload; returns the position after T.
+// "iteration <spaces> N/<spaces> T" anywhere in the payload; returns the position after T. The
+// progress lines of NeMo's and Lightning's evaluation loops ("Validation: iteration 1/2",
+// LOG_FORMATS.md 4.1) count evaluation batches: no iteration, whatever follows.
 static bool find_iteration(const char *p, size_t n, size_t *after, double *iter, double *total) {
   size_t from = 0;
   while (from < n) {
@@ -76,6 +79,9 @@ static bool find_iteration(const char *p, size_t n, size_t *after, double *iter,
     j = ls_skip_spaces(p, n, j + 1);
     if (!ls_read_uint(p, n, &j, &tot)) {
       continue;
+    }
+    if (q > p && ls_nemo_eval_progress(p, (size_t)(q - p))) {
+      return false;
     }
     *iter = (double)it;
     *total = (double)tot;

@@ -261,6 +261,68 @@ int ls_nemo_bar_line(TpLogScan *s, const LsLine *L) {
   return ls_line_rec_store(s, L, !L->terminated, LS_FAM_NEMO);
 }
 
+// --- Evaluation loops -------------------------------------------------------------------------
+// ProgressPrinter prints the evaluation loops as "<description>: iteration i/n"
+// (on_validation_batch_end, on_test_batch_end; on_sanity_check_start prepends "Sanity checking "
+// to "Validation"), and Lightning names the same loops "Validation", "Sanity Checking",
+// "Testing" and "Predicting", with " DataLoader N" when there are several dataloaders. Such a
+// line counts evaluation batches (i restarts at 1 for every evaluation and may exceed n), never
+// training iterations.
+
+// p[0, n) ends with `lit` (ASCII letters in any case) and a word starts there.
+static bool ends_with_word(const char *p, size_t n, const char *lit) {
+  size_t l = strlen(lit);
+  if (n < l || (n > l && ls_is_ident(p[n - l - 1]))) {
+    return false;
+  }
+  for (size_t i = 0; i < l; i++) {
+    char c = p[n - l + i];
+    if (c >= 'A' && c <= 'Z') {
+      c = (char)(c - 'A' + 'a');
+    }
+    char d = lit[i];
+    if (d >= 'A' && d <= 'Z') {
+      d = (char)(d - 'A' + 'a');
+    }
+    if (c != d) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ls_nemo_eval_progress(const char *p, size_t n) {
+  LsText t = ls_trim(p, n);
+  if (t.n == 0 || t.p[t.n - 1] != ':') {
+    return false;
+  }
+  size_t e = t.n - 1;
+  size_t k = e;
+  while (k > 0 && ls_is_digit(t.p[k - 1])) {
+    k--;
+  }
+  if (k < e) {
+    // " DataLoader N": the loop's name comes before it.
+    while (k > 0 && ls_is_space(t.p[k - 1])) {
+      k--;
+    }
+    if (!ends_with_word(t.p, k, "DataLoader")) {
+      return false;
+    }
+    e = k - 10;
+    while (e > 0 && ls_is_space(t.p[e - 1])) {
+      e--;
+    }
+  }
+  static const char *const loops[] = {"Validation", "Sanity Checking", "Testing", "Predicting"};
+  for (size_t i = 0; i < sizeof loops / sizeof loops[0]; i++) {
+    if (ends_with_word(t.p, e, loops[i])) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // --- Run facts --------------------------------------------------------------------------------
 
 int ls_nemo_fit_stopped_line(TpLogScan *s, const LsLine *L) {

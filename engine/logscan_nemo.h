@@ -10,6 +10,10 @@
 int ls_nemo_printer_line(TpLogScan *s, const LsLine *L);
 // NeMo / Lightning TQDM bar: "Epoch E: <pct>%|<bar>| n/total [elapsed<remaining, ..., k=v]".
 int ls_nemo_bar_line(TpLogScan *s, const LsLine *L);
+// Whether p[0, n), the text before "iteration i/n", names an evaluation loop ("Validation:",
+// "Sanity checking Validation:", "Testing:", "Predicting:", "Validation DataLoader 1:"): such a
+// progress line counts evaluation batches and is never a training record.
+bool ls_nemo_eval_progress(const char *p, size_t n);
 
 // Run facts: Lightning's "`Trainer.fit` stopped", NeMo's max_steps copy, NeMo-Run's job end,
 // Lightning's distributed start-up (world size) and checkpoint restore (a new epoch of records).

@@ -1180,6 +1180,131 @@ static void test_progress_redraws(void) {
   tp_logscan_free(s);
 }
 
+// Whether record i has the extra label `name` with exactly the text `text`.
+static bool extra_is(const TpLogScan *s, size_t i, const char *name, const char *text) {
+  TpLogRecord r;
+  TpLogKv kv;
+  size_t pos = 0;
+  if (!rec(s, i, &r)) {
+    return false;
+  }
+  while (tp_logscan_kv_next(&r, &pos, &kv)) {
+    if (kv.kind == TP_LOG_KV_EXTRA && kv.name_len == strlen(name) &&
+        memcmp(kv.name, name, kv.name_len) == 0) {
+      return kv.str_len == strlen(text) && memcmp(kv.str, text, kv.str_len) == 0;
+    }
+  }
+  return false;
+}
+
+// Scans the lines, each given its line end.
+static TpLogScan *scan_lines(const char *const *lines, size_t n) {
+  TpBuf b = {0};
+  for (size_t i = 0; i < n; i++) {
+    tp_buf_printf(&b, "%s\n", lines[i]);
+  }
+  TpLogScan *s = scan_text(tp_buf_cstr(&b));
+  tp_buf_free(&b);
+  return s;
+}
+
+#define NEMO(step, rest)                                                                           \
+  "Training epoch 0, iteration " step                                                              \
+  "/49 | lr: 1e-05 | global_batch_size: 8 | global_step: " step " | reduced_train_loss: " rest
+
+// The progress lines of the evaluation loops (NeMo's ProgressPrinter for the sanity check,
+// validation, test and predict, Lightning's DataLoader-suffixed descriptions) are no training
+// records, whatever they carry and whatever prefix they have, cut or not; they neither lock the
+// log's format nor hide the training lines around them.
+static void test_eval_progress(void) {
+  static const char *const evals[] = {
+      "Sanity checking Validation: iteration 1/2",
+      "Validation: iteration 2/2",
+      "Validation: iteration 3/2 | val_loss: 2.5",
+      "Testing: iteration 4/10",
+      "Predicting: iteration 1/4",
+      "Validation DataLoader 1: iteration 2/5",
+      "Sanity Checking DataLoader 0: iteration 1/2",
+      "Testing DataLoader 0: iteration 3/3",
+      "Predicting DataLoader 2: iteration 7/9 | reduced_train_loss: 1.5 | global_step: 7",
+      " 0: Validation: iteration 1/20",
+      "[default0]:Validation: iteration 5/20",
+      "    Validation: iteration 20/20",
+      "[NeMo I 2025-05-15 23:42:46 nemo_logging:393] Validation: iteration 1/2",
+  };
+  for (size_t i = 0; i < sizeof evals / sizeof evals[0]; i++) {
+    for (int cut = 0; cut < 2; cut++) {
+      TpBuf b = {0};
+      tp_buf_printf(&b, "%s%s", evals[i], cut ? "" : "\n");
+      TpLogScan *s = scan_text(tp_buf_cstr(&b));
+      CHECK_INT(tp_logscan_nrecords(s), 0);
+      CHECK(tp_logscan_format(s, NULL) == TP_LOG_FORMAT_NONE);
+      tp_logscan_free(s);
+      tp_buf_free(&b);
+    }
+  }
+  // A sanity check before the first step, validations between steps, lines without a step time.
+  static const char *const lines[] = {
+      "Sanity checking Validation: iteration 1/2",
+      "Sanity checking Validation: iteration 2/2",
+      NEMO("0", "10.19"),
+      NEMO("1", "10.22 | consumed_samples: 16"),
+      "Validation: iteration 1/2",
+      "Validation: iteration 2/2",
+      NEMO("2", "10.16 | consumed_samples: 24 | val_loss: 9.014"),
+  };
+  TpLogScan *s = scan_lines(lines, sizeof lines / sizeof lines[0]);
+  CHECK(tp_logscan_format(s, NULL) == TP_LOG_FORMAT_NEMO);
+  CHECK_INT(tp_logscan_nrecords(s), 3);
+  for (size_t i = 0; i < 3; i++) {
+    CHECK_NUM(field(s, i, TP_LOG_F_ITERATION), (double)i, 0);
+    CHECK(!has(s, i, TP_LOG_F_STEP_TIME_S));
+  }
+  CHECK_NUM(field(s, 2, TP_LOG_F_LOSS), 10.16, 0);
+  CHECK(extra_is(s, 2, "val_loss", "9.014"));
+  tp_logscan_free(s);
+  // Megatron-LM's own lines stay records after an evaluation line.
+  s = scan_text("Validation: iteration 1/2\n" MG("1") "\n");
+  CHECK(tp_logscan_format(s, NULL) == TP_LOG_FORMAT_MEGATRON);
+  CHECK_INT(tp_logscan_nrecords(s), 1);
+  tp_logscan_free(s);
+  // A word that merely ends like an evaluation loop's name is no such description.
+  s = scan_text("Revalidation: iteration 3/10 |\n");
+  CHECK_INT(tp_logscan_nrecords(s), 1);
+  tp_logscan_free(s);
+}
+
+// Losses printed as integers (a whole float: `145408`) or in exponent form, and val_loss in
+// exponent form, are read exactly (the value strtod gives; val_loss keeps its text).
+static void test_nemo_numbers(void) {
+  static const char *const lines[] = {
+      NEMO("0", "145408"),
+      NEMO("1", "1.234e+01 | val_loss: 1.454e+05"),
+      NEMO("2", "1.235e+04 | val_loss: 6.1e-05"),
+      NEMO("3", "0 | train_step_timing in s: 2"),
+  };
+  TpLogScan *s = scan_lines(lines, sizeof lines / sizeof lines[0]);
+  CHECK_INT(tp_logscan_nrecords(s), 4);
+  static const char *const losses[] = {"145408", "1.234e+01", "1.235e+04", "0"};
+  for (size_t i = 0; i < 4; i++) {
+    double v = field(s, i, TP_LOG_F_LOSS), w = strtod(losses[i], NULL);
+    CHECK(memcmp(&v, &w, sizeof v) == 0);
+  }
+  CHECK(extra_is(s, 1, "val_loss", "1.454e+05"));
+  CHECK(extra_is(s, 2, "val_loss", "6.1e-05"));
+  CHECK(!has(s, 2, TP_LOG_F_STEP_TIME_S));
+  CHECK_NUM(field(s, 3, TP_LOG_F_STEP_TIME_S), 2, 0);
+  tp_logscan_free(s);
+  // The same in the TQDM bar's postfix (tqdm's short exponents).
+  s = scan_text(
+      "Epoch 0:   1%|          | 3/300 [00:03<05:00, 1.00it/s, reduced_train_loss=1.45e+5, "
+      "global_step=2.000, val_loss=1.2e+4]\n");
+  CHECK_NUM(field(s, 0, TP_LOG_F_LOSS), 145000, 0);
+  CHECK_NUM(field(s, 0, TP_LOG_F_ITERATION), 2, 0);
+  CHECK(extra_is(s, 0, "val_loss", "1.2e+4"));
+  tp_logscan_free(s);
+}
+
 int main(void) {
   setlocale(LC_ALL, "C");
   test_numbers();
@@ -1188,6 +1313,8 @@ int main(void) {
   test_stops();
   test_pipeline();
   test_progress_redraws();
+  test_eval_progress();
+  test_nemo_numbers();
   test_truncated();
   test_cut_end();
   test_primus_markers();

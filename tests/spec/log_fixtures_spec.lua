@@ -317,6 +317,65 @@ describe('tp.log fixtures: NeMo', function()
     assert.are.equal('1:03:17', r.extra.elapsed)
     assert.is_nil(r.step_time_derived)
   end)
+
+  it('bionemo_geneformer_sanity_check_validation: evaluation lines are no records', function()
+    local log = parse('nemo/bionemo_geneformer_sanity_check_validation.log')
+    check_summary(log, { format = 'nemo', records = 20, first = 0, last = 499,
+      loss_first = 10.19, loss_last = 8.234, mean_step = 0.254116, mean_n = 20,
+      lr_last = 1e-05 })
+    local steps = {}
+    for i = 0, 9 do
+      steps[#steps + 1] = i
+    end
+    for i = 490, 499 do
+      steps[#steps + 1] = i
+    end
+    for i, r in ipairs(log.records) do
+      assert.are.equal(steps[i], r.iteration)
+      assert.are.equal(steps[i], r.epoch_iteration)
+      assert.are.equal(499, r.train_iters)
+    end
+    -- `lr: 0`: a whole float printed as an integer.
+    assert.are.equal(0.0, log.records[1].lr)
+    assert.is_nil(log.records[1].consumed_samples)
+    assert.are.equal(16, log.records[2].consumed_samples)
+    assert.are.equal(4000, log.records[20].consumed_samples)
+    assert.is_nil(log.records[10].extra)
+    assert.are.equal('8.696', log.records[11].extra.val_loss)
+    assert.are.equal(500, log.meta.train_iters)
+    assert.are.equal('completed', log.outcome)
+    assert.are.equal('', kinds(log, 'warning'))
+  end)
+
+  it('aws_esm2_eks_worker_validation_only: validation lines alone give no record', function()
+    local log = parse('nemo/aws_esm2_eks_worker_validation_only.log')
+    assert.are.equal(0, #log.records)
+    assert.is_nil(log.format)
+    assert.are.equal(100, log.meta.train_iters)
+    assert.is_true(log.meta.completed)
+    assert.are.equal('completed', log.outcome)
+    assert.are.equal('unrecognised', kinds(log, 'warning'))
+    assert.are.equal('', kinds(log, 'error'))
+  end)
+
+  it('gmo_llama3_sft_no_step_timing: lines without train_step_timing are records', function()
+    local log = parse('nemo/gmo_llama3_sft_no_step_timing.log')
+    check_summary(log, { format = 'nemo', records = 4, first = 0, last = 3,
+      loss_last = 1.916, lr_last = 7.843e-06 })
+    check_rows(log, {
+      { 0, 0, 0, false, 1.961e-06, false },
+      { 1, 0, 1, 2.008, 3.922e-06, 128 },
+      { 2, 0, 2, 1.987, 5.882e-06, 192 },
+      { 3, 0, 3, 1.916, 7.843e-06, 256 },
+    }, { 'iteration', 'epoch', 'epoch_iteration', 'loss', 'lr', 'consumed_samples' })
+    for _, r in ipairs(log.records) do
+      assert.is_nil(r.step_time_s)
+      assert.are.equal(64, r.global_batch_size)
+    end
+    -- The README author's note after the first loss: the field is no number, kept as text.
+    assert.are.equal('2.064 <<< ★ 学習開始', log.records[1].extra.reduced_train_loss)
+    assert.are.equal('truncated', kinds(log, 'warning'))
+  end)
 end)
 
 describe('tp.log fixtures: Primus', function()
