@@ -5,6 +5,10 @@
 --
 --   tplua run examples/smoke.lua [--results DIR]
 --
+-- `tplua preflight examples/smoke.lua` checks first, without running it, what it needs here (the
+-- interpreter, the trainer accepting its flags, room for the results; docs/preflight.md);
+-- `tplua run` makes the same checks before it starts.
+--
 -- TPLUA_SMOKE_RANKS sets the number of ranks (default 2), TPLUA_PYTHON the interpreter (default
 -- /usr/bin/python3). docs/reftrain.md explains the trainer; examples/slurm_smoke.lua is the
 -- same through Slurm.

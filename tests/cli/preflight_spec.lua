@@ -299,13 +299,200 @@ return tp.experiment.main({ name = 'preflight-torchtitan', model = 'llama3.1-8b'
       .. '/hf/hub'), ok.stdout)
   end)
 
-  it('is a usage error without a recipe, and refuses a campaign file', function()
+  it('is a usage error without a recipe', function()
     local r = h.run({ 'preflight' })
     assert.are.equal(2, r.code)
     assert.is_true(has(r.stderr, 'no RECIPE given'), r.stderr)
-    local c = h.run({ 'preflight', 'examples/smoke.lua' }, { cwd = h.source_dir })
-    assert.are.equal(1, c.code)
-    assert.is_true(has(c.stderr, 'is a campaign file'), c.stderr)
+  end)
+end)
+
+-- A campaign file of fake-trainer runs (tests/tools/fake_trainer): `runs` is the Lua text of the
+-- runs' list, where FT is the trainer's path and DIR the test's directory.
+local function campaign_file(dir, runs, results)
+  local path = dir .. '/campaign.lua'
+  h.write(path, string.format([[
+local tp = require('tp')
+local FT, DIR = %q, %q
+return tp.campaign({ name = 'preflight-campaign', results = %q, runs = %s })
+]], h.tools_dir .. '/fake_trainer', dir, results or (dir .. '/out'), runs))
+  return path
+end
+
+describe('tplua preflight CAMPAIGN', function()
+  -- No GPU library: this machine has no GPU, whatever it really has.
+  local function no_gpu()
+    return { TPLUA_GPU_LIBPATH = h.tmpdir() }
+  end
+
+  it('passes examples/smoke.lua here: python3, the reference trainer, no GPU needed', function()
+    local dir = h.tmpdir()
+    local r = h.run({ 'preflight', 'examples/smoke.lua', '--results', dir .. '/out' },
+      { cwd = h.source_dir, env = no_gpu() })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'preflight: run smoke-2ranks (ranks)\n'), r.stdout)
+    assert.is_true(has(r.stdout, "info    arguments reference: the framework's parser accepts "
+      .. 'the 56 arguments'), r.stdout)
+    assert.is_true(has(r.stdout, 'info    gpus      run smoke-2ranks: no GPU here: the reference '
+      .. 'trainer runs on the CPU (gloo)'), r.stdout)
+    assert.is_true(has(r.stdout, 'info    output    ' .. dir .. '/out: writable, '), r.stdout)
+    assert.is_true(has(r.stdout, 'preflight: passed (0 error(s), 0 warning(s)'), r.stdout)
+    -- The same file with --json: one report per run.
+    local j = h.run({ 'preflight', 'examples/smoke.lua', '--results', dir .. '/out', '--json' },
+      { cwd = h.source_dir, env = no_gpu() })
+    assert.are.equal(0, j.code, j.stdout .. j.stderr)
+    local rep = assert(json.decode(j.stdout))
+    assert.is_true(rep.ok)
+    assert.are.equal('reference trainer smoke test', rep.campaign)
+    assert.are.equal(1, #rep.runs)
+    assert.are.equal('smoke-2ranks', rep.runs[1].run)
+    assert.are.equal('ranks', rep.runs[1].launcher)
+  end)
+
+  it('names what examples/smoke.lua misses: its interpreter, idle GPUs', function()
+    local dir = h.tmpdir()
+    local env = no_gpu()
+    env.TPLUA_PYTHON = dir .. '/no-python3'
+    local r = h.run({ 'preflight', 'examples/smoke.lua', '--results', dir .. '/out' },
+      { cwd = h.source_dir, env = env })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'error   framework reference: the interpreter ' .. dir
+      .. '/no-python3 does not exist or cannot be executed'), r.stdout)
+    assert.is_true(has(r.stdout, 'preflight: FAILED: nothing starts (1 error(s)'), r.stdout)
+    -- With GPUs here the reference trainer uses them: two idle ones pass, a busy one fails.
+    local ok = h.run({ 'preflight', 'examples/smoke.lua', '--results', dir .. '/out' },
+      { cwd = h.source_dir, env = { TPLUA_GPU_LIBPATH = fakes('h100x8') } })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    assert.is_true(has(ok.stdout, 'info    gpus      run smoke-2ranks: 2 of 8 NVIDIA H100 80GB '
+      .. 'HBM3 GPU(s) used, no other process on them'), ok.stdout)
+    local busy = h.run({ 'preflight', 'examples/smoke.lua', '--results', dir .. '/out' },
+      { cwd = h.source_dir, env = { TPLUA_GPU_LIBPATH = fakes('h100busy') } })
+    assert.are.equal(1, busy.code, busy.stdout .. busy.stderr)
+    assert.is_true(has(busy.stdout, 'error   gpus      GPU 1 (NVIDIA H100 80GB HBM3, 0000:28:00.0) '
+      .. 'is in use: pid 4242 (30.0 GiB)'), busy.stdout)
+  end)
+
+  it('names the absent sbatch of examples/slurm_smoke.lua', function()
+    local dir = h.tmpdir()
+    -- An empty PATH: no Slurm client (tplua and the trainer's python3 are absolute paths).
+    local r = h.run({ 'preflight', 'examples/slurm_smoke.lua' }, { cwd = h.source_dir,
+      env = { PATH = h.tmpdir(), TPLUA_SMOKE_DIR = dir } })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'preflight: run slurm-smoke-2x2 (slurm)'), r.stdout)
+    assert.is_true(has(r.stdout, 'error   slurm     sbatch is not found in PATH: the jobs cannot '
+      .. 'be submitted from this machine'), r.stdout)
+    -- The framework is the compute nodes' business; its parser still runs here.
+    assert.is_true(has(r.stdout, "info    arguments reference: the framework's parser accepts"),
+      r.stdout)
+  end)
+
+  it('names a missing interpreter, a missing data file and unwritable output, run by run',
+    function()
+    local dir = h.tmpdir()
+    h.write(dir .. '/a-file', 'in the way\n')
+    local path = campaign_file(dir, [[{
+  { id = 'nointerp', argv = { 'python9.9', DIR .. '/train.py' } },
+  { id = 'nodata', argv = { FT, '--megatron-gen', '3', '--data-path', '0.5', DIR .. '/data/c4',
+    '0.5', DIR .. '/data/wiki' } },
+  { id = 'fine', argv = { FT, '--megatron-gen', '3' }, gpus = 4 },
+}]], dir .. '/a-file/out')
+    local r = h.run({ 'preflight', path }, { env = no_gpu() })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    local out = r.stdout
+    assert.is_true(has(out, 'preflight: run nointerp (local)\n'
+      .. '  error   framework nointerp: the entry script ' .. dir .. '/train.py is missing\n'),
+      out)
+    assert.is_true(has(out, 'error   framework nointerp: the interpreter python9.9 is not found '
+      .. 'in PATH'), out)
+    assert.is_true(has(out, 'error   data      dataset ' .. dir .. '/data/c4: '), out)
+    assert.is_true(has(out, 'error   data      dataset ' .. dir .. '/data/wiki: '), out)
+    assert.is_true(has(out, 'error   output    results directory ' .. dir .. '/a-file/out '
+      .. 'cannot be made'), out)
+    assert.is_true(has(out, 'info    gpus      run fine: no GPU here, and its command is none of '
+      .. 'the frameworks tplua knows: GPUs not checked'), out)
+    assert.is_true(has(out, 'preflight: campaign: 0 of 3 run(s) passed; FAILED: nothing starts'),
+      out)
+
+    -- The data made, the output elsewhere: those runs pass; the interpreter is still missing.
+    require('tp.fs').mkdir_p(dir .. '/data')
+    for _, name in ipairs({ 'c4', 'wiki' }) do
+      local s = h.run({ 'data', 'synth', dir .. '/data/' .. name, '--tokens', '5000',
+        '--vocab', '256' })
+      assert.are.equal(0, s.code, s.stdout .. s.stderr)
+    end
+    local ok = h.run({ 'preflight', path, '--results', dir .. '/out' }, { env = no_gpu() })
+    assert.are.equal(1, ok.code, ok.stdout .. ok.stderr)
+    assert.is_true(has(ok.stdout, 'info    data      ' .. dir .. '/data/wiki: '), ok.stdout)
+    assert.is_true(has(ok.stdout, 'preflight: campaign: 2 of 3 run(s) passed; FAILED'),
+      ok.stdout)
+
+    -- A results directory that exists but takes no file (/proc's are made by the kernel only).
+    local ro = h.run({ 'preflight', path, '--results', '/proc/1' }, { env = no_gpu() })
+    assert.are.equal(1, ro.code, ro.stdout .. ro.stderr)
+    assert.is_true(has(ro.stdout, 'error   output    results directory /proc/1 is not writable'),
+      ro.stdout)
+  end)
+
+  it('checks the GPUs of a run that asks for them on a GPU platform', function()
+    local dir = h.tmpdir()
+    local path = campaign_file(dir, [[{
+  { id = 'eight', argv = { FT, '--megatron-gen', '3' }, gpus = 8, platform = 'nvd',
+    hardware = 'h100-sxm' },
+}]])
+    local none = h.run({ 'preflight', path }, { env = no_gpu() })
+    assert.are.equal(1, none.code, none.stdout .. none.stderr)
+    assert.is_true(has(none.stdout, 'error   gpus      run eight needs 8 nvidia GPU(s) on this '
+      .. 'machine, the probe finds 0'), none.stdout)
+    local ok = h.run({ 'preflight', path }, { env = { TPLUA_GPU_LIBPATH = fakes('h100x8') } })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    assert.is_true(has(ok.stdout, 'run eight: 8 of 8 NVIDIA H100 80GB HBM3 GPU(s) used'),
+      ok.stdout)
+  end)
+end)
+
+describe('tplua run CAMPAIGN and the preflight', function()
+  it('starts nothing when a check fails; --skip-preflight starts; the records say which',
+    function()
+    local dir = h.tmpdir()
+    local env = { TPLUA_GPU_LIBPATH = h.tmpdir() }
+    local path = campaign_file(dir, [[{
+  { id = 'r1', argv = { FT, '--megatron-gen', '3', '--lines-per-sec', '1000' },
+    parser = 'megatron', gbs = 64, seq_len = 1024,
+    config = { model = 'llama3.1-8b', training = { dataset = { path = DIR .. '/data/c4' } } } },
+}]])
+    local fs = require('tp.fs')
+    local r = h.run({ 'run', path, '--results', dir .. '/a' }, { env = env })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stdout, 'preflight: run r1 (local)'), r.stdout)
+    assert.is_true(has(r.stdout, 'error   data      dataset ' .. dir .. '/data/c4: '), r.stdout)
+    assert.is_true(has(r.stdout, 'run: the preflight found errors: nothing started '
+      .. '(--skip-preflight starts anyway)'), r.stdout)
+    -- Nothing started: no journal, no log.
+    assert.is_false(fs.exists(dir .. '/a/journal.jsonl'))
+    assert.is_false(fs.exists(dir .. '/a/r1.log'))
+
+    local s = h.run({ 'run', path, '--results', dir .. '/a', '--skip-preflight' }, { env = env })
+    assert.are.equal(0, s.code, s.stdout .. s.stderr)
+    assert.is_true(has(s.stdout, 'run: --skip-preflight: the checks before launch are skipped'),
+      s.stdout)
+    local rec = assert(json.load_file(dir .. '/a/r1.json'))
+    assert.are.equal('completed', rec.status)
+    assert.are.same({ skipped = true, reason = '--skip-preflight' }, rec.preflight)
+
+    -- The data made: the checks pass, the run starts, its record keeps the summary.
+    fs.mkdir_p(dir .. '/data')
+    local d = h.run({ 'data', 'synth', dir .. '/data/c4', '--tokens', '5000', '--vocab', '256' })
+    assert.are.equal(0, d.code, d.stdout .. d.stderr)
+    local ok = h.run({ 'run', path, '--results', dir .. '/b' }, { env = env })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    assert.is_true(has(ok.stdout, 'info    data      ' .. dir .. '/data/c4: '), ok.stdout)
+    assert.is_true(has(ok.stdout, 'preflight: passed (0 error(s), 0 warning(s)'), ok.stdout)
+    rec = assert(json.load_file(dir .. '/b/r1.json'))
+    assert.is_true(rec.preflight.ok)
+    assert.are.equal(0, rec.preflight.errors)
+    -- Run again: nothing is left to start, so nothing is checked.
+    local again = h.run({ 'run', path, '--results', dir .. '/b' }, { env = env })
+    assert.are.equal(0, again.code, again.stdout .. again.stderr)
+    assert.is_false(has(again.stdout, 'preflight:'), again.stdout)
   end)
 end)
 

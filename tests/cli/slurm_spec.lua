@@ -2,7 +2,8 @@
 -- by tests/slurm_cluster.lua and stopped by pid) with the real binary: the 2-node x 2-rank
 -- reference training matches a local 4-rank run, and a failing job, a job cancelled from
 -- outside, a job over its time limit and a tplua killed with SIGKILL while its job runs each end
--- as a user would expect. Needs root, Slurm, munge and python3-torch; pending without them.
+-- as a user would expect; the preflight of a Slurm campaign asks the cluster for its partition.
+-- Needs root, Slurm, munge and python3-torch; pending without them.
 local h = require('helper')
 local json = require('tp.json')
 local proc = require('tp.proc')
@@ -193,6 +194,45 @@ return tp.experiment({ name = 'slurm preflight', model = 'ref-tiny',
     assert.are.equal(1, r.code, r.stdout .. r.stderr)
     assert.truthy(r.stdout:find("error   slurm     partition 'debug' has 2 node(s); the runs "
       .. 'need 3', 1, true), r.stdout)
+  end)
+
+  it('checks examples/slurm_smoke.lua before it submits: passes, or names what is wrong',
+    function()
+    local dir = h.tmpdir()
+    local ok = tplua({ 'preflight', 'examples/slurm_smoke.lua' }, { TPLUA_SMOKE_DIR = dir })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    assert.truthy(ok.stdout:find('preflight: run slurm-smoke-2x2 (slurm)', 1, true), ok.stdout)
+    assert.truthy(ok.stdout:find("info    slurm     partition 'debug': 2 node(s), up to 0 GPU(s) "
+      .. 'per node', 1, true), ok.stdout)
+    assert.truthy(ok.stdout:find('preflight: passed (0 error(s), 0 warning(s)', 1, true),
+      ok.stdout)
+    local gpus = tplua({ 'preflight', 'examples/slurm_smoke.lua' },
+      { TPLUA_SMOKE_DIR = dir, TPLUA_SLURM_GPUS_PER_NODE = '2' })
+    assert.are.equal(1, gpus.code, gpus.stdout .. gpus.stderr)
+    assert.truthy(gpus.stdout:find("error   slurm     partition 'debug' offers 0 GPU(s) per node "
+      .. '(GRES); the runs request 2', 1, true), gpus.stdout)
+    local env = { TPLUA_SMOKE_DIR = dir, TPLUA_SLURM_PARTITION = 'gpu-h100' }
+    local bad = tplua({ 'preflight', 'examples/slurm_smoke.lua' }, env)
+    assert.are.equal(1, bad.code, bad.stdout .. bad.stderr)
+    assert.truthy(bad.stdout:find("error   slurm     partition 'gpu-h100' does not exist (the "
+      .. 'cluster has: debug)', 1, true), bad.stdout)
+    -- tplua run makes the same checks first and submits nothing.
+    local function jobs()
+      local q = cluster:run({ 'scontrol', 'show', 'job', '-o' })
+      local n = 0
+      for _ in q.stdout:gmatch('JobName=tplua%-slurm%-smoke%-2x2 ') do
+        n = n + 1
+      end
+      return n
+    end
+    local before = jobs()
+    local r = tplua({ 'run', 'examples/slurm_smoke.lua' }, env)
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stdout:find("partition 'gpu-h100' does not exist", 1, true), r.stdout)
+    assert.truthy(r.stdout:find('run: the preflight found errors: nothing started', 1, true),
+      r.stdout)
+    assert.is_nil(h.read(dir .. '/journal.jsonl'))
+    assert.are.equal(before, jobs())
   end)
 
   it('records a failing job as failed, with the job state and the trainer error', function()

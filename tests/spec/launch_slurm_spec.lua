@@ -200,6 +200,49 @@ describe('tp.launch.slurm', function()
   end)
 end)
 
+describe('tp.launch.slurm.read_script', function()
+  local function job_of(cmd, opts)
+    local o = { dir = '/shared/run1', nodes = 2, gpus_per_node = 4, partition = 'gpu' }
+    for k, v in pairs(opts or {}) do
+      if v == 'none' then
+        v = nil
+      end
+      o[k] = v
+    end
+    local w = slurm.wrap(cmd, o)
+    local u = launch.unwrap(w.argv, w.files)
+    assert.are.equal('slurm', u.launcher)
+    return u, slurm.read_script(w.files[slurm.SCRIPT])
+  end
+
+  it('reads the options and the command of one task per GPU', function()
+    local u, job = job_of(REF)
+    assert.are.same(REF.argv, job.argv)
+    assert.are.same(REF.argv, u.argv)
+    assert.are.equal('gpu', job.options.partition)
+    assert.are.equal('2', job.options.nodes)
+    assert.are.equal('4', job.options['gpus-per-node'])
+    assert.is_true(job.options['no-requeue'])
+    assert.are.same(job.options, u.slurm)
+  end)
+
+  it("reads torchrun's and a self-launching command's, and a GRES request", function()
+    local u, job = job_of(MEGATRON, { gres = 'gpu:h100:4', partition = 'none' })
+    assert.are.same({ 'python3', '/w/Megatron-LM/pretrain_gpt.py', '--lr', '0.0003' }, job.argv)
+    assert.are.equal('torchrun', u.runner)
+    assert.are.equal('gpu:h100:4', job.options.gres)
+    assert.is_nil(job.options['gpus-per-node'])
+    assert.is_nil(job.options.partition)
+    local _, self = job_of(PRIMUS, { gpus = false })
+    assert.are.same(PRIMUS.argv, self.argv)
+    assert.is_nil(self.options['gpus-per-node'])
+    -- Quotes inside words survive the script's quoting.
+    local _, q = job_of(cmd_of({ 'python3', "/w/it's here/x.py", 'a b' }, {},
+      { env_init = true }))
+    assert.are.same({ 'python3', "/w/it's here/x.py", 'a b' }, q.argv)
+  end)
+end)
+
 describe('tp.launch.ranks', function()
   it('wraps a command in tplua ranks', function()
     local c = ranks.wrap(REF, { nproc_per_node = 4, tplua = '/opt/tplua' })

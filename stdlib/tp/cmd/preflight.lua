@@ -3,10 +3,11 @@
 -- arguments, data and tokenizer present, room for the output, the Slurm partition.
 local M = {}
 
-M.summary = "check before launch that a recipe's runs can start here (GPUs, framework, data)"
+M.summary = "check before launch that a recipe's or a campaign's runs can start here"
 
 M.usage = [[
 usage: tplua preflight RECIPE.lua [flags] [--json]
+       tplua preflight CAMPAIGN.lua [--results DIR] [--json]
 
 Plans RECIPE.lua as 'tplua run' would and checks, without starting a run, what would make the
 runs of this machine's platform fail or measure the wrong thing:
@@ -26,6 +27,14 @@ runs of this machine's platform fail or measure the wrong thing:
 starts anyway, and every record says it was skipped.
 
 The recipe's flags apply (--only, --launcher, --results, --iters, its own...).
+
+A file returning tp.campaign{...} (docs/campaign.md) gets the same checks run by run, on the
+command each run starts: its launcher and interpreter are found, the framework's checkout and
+parser (for the frameworks tplua knows), the data among its config or its --data-path, the
+results directory (--results DIR, else the campaign's), its GPUs when it asks for them, the
+Slurm partition of a Slurm run's job script. One report per run; the flags of
+'tplua run CAMPAIGN.lua' are taken too.
+
   --json      print the report as JSON instead
   -h, --help  show this help
 
@@ -55,6 +64,32 @@ local function choose_platform(plan, opts)
     table.concat(plan.order, ', '))
 end
 
+-- A file returning tp.campaign{...}: each run checked (tp.preflight.check_campaign).
+local function check_campaign(c, args)
+  local cli = require('tp.cli')
+  local opts, rest = cli.parse(args, { results = 'string', json = 'boolean', help = 'boolean',
+    retry_failed = 'boolean', quiet = 'boolean', concurrency = 'integer',
+    skip_preflight = 'boolean' })
+  if not opts then
+    return cli.usage_error('preflight', rest, M.usage)
+  end
+  if opts.help then
+    io.stdout:write(M.usage)
+    return 0
+  end
+  if #rest > 0 then
+    return cli.usage_error('preflight', 'unexpected argument: ' .. rest[1], M.usage)
+  end
+  local preflight = require('tp.run.preflight')
+  local report = preflight.check_campaign(c, { results = opts.results })
+  if opts.json then
+    io.stdout:write(require('tp.json').encode(report, { pretty = true }), '\n')
+  else
+    preflight.print(report, io.stdout)
+  end
+  return report.ok and 0 or 1
+end
+
 function M.run(args)
   local cli = require('tp.cli')
   local path, rest = cli.recipe_arg('preflight', args, M.usage)
@@ -68,9 +103,7 @@ function M.run(args)
     return 1
   end
   if require('tp.run.campaign').is_campaign(exp) then
-    io.stderr:write('tplua preflight: ' .. path .. ' is a campaign file; preflight checks a '
-      .. 'recipe (tp.experiment)\n')
-    return 1
+    return check_campaign(exp, rest)
   end
   local opts, perr = exp:parse_args(rest)
   if not opts then

@@ -178,4 +178,76 @@ function M.compose(cmd, steps)
   return cmd
 end
 
+-- torchrun's options that take no value (torch/distributed/run.py); every other one takes one.
+local TORCHRUN_SWITCHES = { ['--standalone'] = true, ['--run-path'] = true,
+  ['--run_path'] = true, ['-m'] = 'module', ['--module'] = 'module',
+  ['--no-python'] = 'no_python', ['--no_python'] = 'no_python' }
+
+local CONTAINER_RUNTIMES = { docker = true, podman = true, apptainer = true, singularity = true }
+
+-- Is `program` this tplua (its path, or a program named tplua)?
+local function is_tplua(program)
+  return program:match('[^/]*$'):match('^tplua') ~= nil
+    or program == require('tp._host').exe_path()
+end
+
+--- Reads a wrapped command back, as tplua's launchers write theirs: which launcher starts it,
+--- and the per-process command inside (the preflight of a campaign file's runs checks that
+--- command's interpreter, framework and arguments). A command no launcher wrapped is `local`.
+--- For torchrun without `--no-python`, `argv[1]` of the per-process command is `python3` and
+--- `runner` the program whose interpreter really runs it (torchrun's own).
+---```lua
+---local u = tp.launch.unwrap({ 'tplua', 'ranks', '--nproc-per-node', '2', '--', 'python3',
+---  'x.py' })
+----- u.launcher == 'ranks', u.argv == { 'python3', 'x.py' }
+---```
+---@param argv string[] the command a run starts
+---@param files? table<string, string> the run's files (a Slurm job's script, `job.sbatch`)
+---@return table unwrapped { launcher = 'local'|'ranks'|'torchrun'|'container'|'slurm', argv?:
+---  the per-process command (nil where it cannot be read: inside a container, a Slurm job
+---  without its script), runner?: string, slurm?: table the job's #SBATCH options }
+function M.unwrap(argv, files)
+  if type(argv) ~= 'table' or type(argv[1]) ~= 'string' then
+    error('launch.unwrap: argv must be a non-empty list of strings', 2)
+  end
+  local program = argv[1]:match('[^/]*$')
+  if argv[2] == 'ranks' and is_tplua(argv[1]) then
+    for i = 3, #argv do
+      if argv[i] == '--' then
+        return { launcher = 'ranks', argv = table.move(argv, i + 1, #argv, 1, {}) }
+      end
+    end
+  elseif argv[2] == 'slurm' and argv[3] == 'job' and is_tplua(argv[1]) then
+    local slurm = M.get('slurm')
+    local text = type(files) == 'table' and files[slurm.SCRIPT]
+    if type(text) ~= 'string' then
+      return { launcher = 'slurm' }
+    end
+    local job = slurm.read_script(text)
+    return { launcher = 'slurm', argv = job.argv, runner = job.runner, slurm = job.options }
+  elseif program == 'torchrun' then
+    local i, module, no_python = 2, false, false
+    while argv[i] and argv[i]:sub(1, 1) == '-' do
+      local a, switch = argv[i], TORCHRUN_SWITCHES[argv[i]]
+      if a == '--' then
+        i = i + 1
+        break
+      end
+      module = module or switch == 'module'
+      no_python = no_python or switch == 'no_python'
+      i = i + ((switch or a:find('=', 1, true)) and 1 or 2)
+    end
+    local inner = {}
+    if not no_python then
+      inner[1] = 'python3'
+      inner[2] = module and '-m' or nil
+    end
+    table.move(argv, i, #argv, #inner + 1, inner)
+    return { launcher = 'torchrun', argv = inner, runner = not no_python and argv[1] or nil }
+  elseif CONTAINER_RUNTIMES[program] and (argv[2] == 'run' or argv[2] == 'exec') then
+    return { launcher = 'container' }
+  end
+  return { launcher = 'local', argv = table.move(argv, 1, #argv, 1, {}) }
+end
+
 return M

@@ -430,6 +430,66 @@ end
 M.SCRIPT = 'job.sbatch'
 M.STATE = 'slurm.json'
 
+-- The words of one shell line as the script writes them: bare words, '...' (with '\'' for a
+-- quote inside), "..." and backslash escapes; no expansion.
+local function shell_words(line)
+  local out, cur, i = {}, nil, 1
+  while i <= #line do
+    local c = line:sub(i, i)
+    if c:match('%s') then
+      out[#out + 1], cur = cur, nil
+      i = i + 1
+    elseif c == "'" or c == '"' then
+      local j = line:find(c, i + 1, true) or (#line + 1)
+      cur = (cur or '') .. line:sub(i + 1, j - 1)
+      i = j + 1
+    elseif c == '\\' then
+      cur = (cur or '') .. line:sub(i + 1, i + 1)
+      i = i + 2
+    else
+      cur = (cur or '') .. c
+      i = i + 1
+    end
+  end
+  out[#out + 1] = cur
+  return out
+end
+
+--- Reads a job script of M.wrap back: its `#SBATCH` options and the per-process command its
+--- srun step starts (tp.launch.unwrap; the preflight of a campaign file's Slurm runs).
+---```lua
+---local job = tp.launch.get('slurm').read_script(cmd.files['job.sbatch'])
+---print(job.options.partition, job.options.nodes, job.argv[1])
+---```
+---@param text string the script
+---@return table job { options = {[name] = value, or true for a flag}, argv?: string[] the
+---  per-process command, runner?: string (torchrun, whose interpreter runs a Python script) }
+function M.read_script(text)
+  local options, step = {}, nil
+  for line in text:gmatch('[^\n]+') do
+    local opt = line:match('^#SBATCH%s+%-%-(%S+)')
+    if opt then
+      local k, v = opt:match('^([^=]+)=(.*)$')
+      options[k or opt] = v or true
+    elseif line:match('^srun%s') then
+      step = line
+    end
+  end
+  local job = { options = options }
+  local w = step and shell_words(step) or {}
+  for i, a in ipairs(w) do
+    if a == 'tplua-task' or a == 'tplua-node' then
+      job.argv = table.move(w, i + 1, #w, 1, {})
+      break
+    elseif a == 'torchrun' then
+      local u = launch.unwrap(table.move(w, i, #w, 1, {}))
+      job.argv, job.runner = u.argv, u.runner
+      break
+    end
+  end
+  return job
+end
+
 --- Wraps a per-process command as a Slurm job. The command becomes `tplua slurm job DIR`; the
 --- batch script goes into `files` (written to DIR before the start); `files_dir` is DIR.
 ---```lua

@@ -60,20 +60,27 @@ local function process_list(d)
   return table.concat(parts, ', ')
 end
 
+-- The GPUs of a plan's platform (`entry`: its name, config, hardware), or of a campaign run
+-- (`entry.label` names it in the messages; without a platform, `entry.name` is nil and the
+-- GPUs are the probe's, of whichever vendor).
 local function check_gpus(entry, probe, add)
   local vendor = VENDOR[entry.name]
-  if not vendor then
+  if not vendor and entry.name ~= nil then
     add('info', 'gpus', string.format("platform '%s' names no GPU vendor (amd, nvd): GPUs not "
       .. 'checked', entry.name), '')
     return
   end
+  local who = entry.label or entry.name
   local cfg = entry.config
   local want = cfg.gpus_per_node or require('tp.plan.config').DEFAULT_GPUS_PER_NODE
-  local devices = usable_devices(probe, vendor)
+  local devices = usable_devices(probe, vendor
+    or (probe and probe.devices[1] and probe.devices[1].vendor))
   if #devices < want then
-    add('error', 'gpus', string.format('%s: the runs need %d %s GPU(s) on this machine, the '
-      .. 'probe finds %d', entry.name, want, vendor, #devices),
-      'run on a machine with the planned GPUs, or lower gpus_per_node')
+    add('error', 'gpus', string.format('%s%s %d %sGPU(s) on this machine, the probe finds %d',
+      who, entry.label and ' needs' or ': the runs need', want, vendor and (vendor .. ' ') or '',
+      #devices),
+      entry.label and 'run it on a machine with those GPUs, or lower its gpus'
+        or 'run on a machine with the planned GPUs, or lower gpus_per_node')
   end
   local hw = entry.hardware
   if hw and hw.id then
@@ -82,9 +89,10 @@ local function check_gpus(entry, probe, add)
       local row = require('tp.catalog.hardware').match(d)
       if row and row.id ~= hw.id and not seen[row.id] then
         seen[row.id] = true
-        add('error', 'gpus', string.format("%s: the recipe says hardware '%s', this machine has "
-          .. '%s (%s)', entry.name, hw.id, d.name or '?', row.id),
-          'set the platform\'s hardware to ' .. row.id .. ', or run on ' .. hw.id)
+        add('error', 'gpus', string.format("%s: the %s says hardware '%s', this machine has "
+          .. '%s (%s)', who, entry.label and 'run' or 'recipe', hw.id, d.name or '?', row.id),
+          (entry.label and 'set its hardware to ' or 'set the platform\'s hardware to ')
+            .. row.id .. ', or run on ' .. hw.id)
       end
     end
   end
@@ -108,7 +116,7 @@ local function check_gpus(entry, probe, add)
     end
   end
   if #devices >= want and busy == 0 then
-    add('info', 'gpus', string.format('%s: %d of %d %s GPU(s) used, %s', entry.name, want,
+    add('info', 'gpus', string.format('%s: %d of %d %s GPU(s) used, %s', who, want,
       #devices, devices[1].name or vendor, devices[1].process_count and 'no other process on them'
         or 'their processes cannot be listed'), '')
   end
@@ -136,6 +144,11 @@ end
 local function check_tokenizer(tok, add, remote)
   local fs = require('tp.fs')
   local sev = remote and 'warning' or 'error'
+  if tok == 'bytes' then
+    -- tp.data's own tokenizer (one token per byte): no files.
+    add('info', 'tokenizer', "tokenizer 'bytes' is built into tplua (one token per byte)", '')
+    return
+  end
   if tok:match('^[/.~]') then
     if not fs.exists(tok) then
       add(sev, 'tokenizer', string.format('tokenizer %s does not exist', tok),
@@ -181,7 +194,7 @@ local function check_data(runs, add, remote)
           info.documents or info.sequences or 0, info.tokens or 0), '')
       else
         add(remote and 'warning' or 'error', 'data', string.format('dataset %s: %s', prefix,
-          tostring(err)), "prepare it (tplua data prepare) or fix the recipe's dataset path")
+          tostring(err)), 'prepare it (tplua data prepare) or fix the dataset path')
       end
     end
     tok = tok or (type(run.config.training) == 'table' and run.config.training.tokenizer)
@@ -255,10 +268,22 @@ end
 
 -- sinfo's partitions: {name = {up =, nodes =, gpus = max GPUs per node, default =}}.
 local function partitions(add)
+  -- The jobs are submitted with sbatch (tplua slurm job); sinfo describes the partitions.
+  for _, tool in ipairs({ 'sbatch', 'sinfo' }) do
+    if not require('tp.plan.profile').which(tool) then
+      add('error', 'slurm', tool .. ' is not found in PATH: the jobs cannot be submitted from '
+        .. 'this machine', 'install the Slurm client (sbatch, sinfo, squeue, scontrol), or run '
+        .. 'tplua on a machine of the cluster')
+      return nil
+    end
+  end
   local r, err = require('tp.proc').run({ 'sinfo', '-h', '-o', '%P|%a|%D|%G' }, { timeout = 60 })
   if not r or r.code ~= 0 then
-    add('error', 'slurm', 'sinfo failed: ' .. tostring(r and r.stderr:gsub('%s+$', '') or err),
-      'check that the Slurm client is installed and the controller answers')
+    -- Its last line says why (sinfo's own "fatal: ..." after the attempts it made).
+    local why = r and r.stderr:gsub('%s+$', ''):match('([^\n]*)$') or err
+    add('error', 'slurm', 'sinfo failed: ' .. tostring(why ~= '' and why or
+      ('exit status ' .. tostring(r and r.code))),
+      'check that the Slurm client is installed and the controller answers (SLURM_CONF)')
     return nil
   end
   local out = {}
@@ -330,6 +355,42 @@ local function check_slurm(entry, add)
 end
 
 -- ---------------------------------------------------------------------------------------------
+-- Reports.
+
+-- A report with `fields`, and the `add(severity, check, message, fix)` that fills it.
+local function new_report(fields)
+  local report = fields
+  report.findings = {}
+  report.at = os.date('!%Y-%m-%dT%H:%M:%SZ')
+  report.t0 = require('tp.gpu').now()
+  local function add(severity, check, message, fix)
+    report.findings[#report.findings + 1] = { severity = severity, check = check,
+      message = message, fix = fix ~= '' and fix or nil, order = #report.findings }
+  end
+  return report, add
+end
+
+-- Sorts the findings (errors first, each kind in the order found), counts them, says ok.
+local function close_report(report)
+  table.sort(report.findings, function(a, b)
+    if RANK[a.severity] ~= RANK[b.severity] then
+      return RANK[a.severity] < RANK[b.severity]
+    end
+    return a.order < b.order
+  end)
+  local n = { error = 0, warning = 0, info = 0 }
+  for _, f in ipairs(report.findings) do
+    n[f.severity] = n[f.severity] + 1
+    f.order = nil
+  end
+  report.errors, report.warnings = n.error, n.warning
+  report.ok = n.error == 0
+  report.elapsed_s = require('tp.gpu').now() - report.t0
+  report.t0 = nil
+  return report
+end
+
+-- ---------------------------------------------------------------------------------------------
 -- The whole preflight.
 
 --- Checks the runs of one platform of a plan before they start. `opts.probe` is a tp.gpu.probe
@@ -348,13 +409,7 @@ function M.check(plan, opts)
   if not entry then
     error("tp.preflight.check: the plan has no platform '" .. tostring(opts.platform) .. "'", 2)
   end
-  local t0 = require('tp.gpu').now()
-  local report = { platform = opts.platform, launcher = plan.launcher, findings = {},
-    at = os.date('!%Y-%m-%dT%H:%M:%SZ') }
-  local function add(severity, check, message, fix)
-    report.findings[#report.findings + 1] = { severity = severity, check = check,
-      message = message, fix = fix ~= '' and fix or nil, order = #report.findings }
-  end
+  local report, add = new_report({ platform = opts.platform, launcher = plan.launcher })
   local remote = plan.launcher == 'slurm'
   -- In a container, the framework and the paths the runs see are the image's and its mounts':
   -- what this machine cannot see there is a warning, and the parser is not run from here.
@@ -405,21 +460,30 @@ function M.check(plan, opts)
   end
   check_data(runs, add, remote or container)
   check_output(plan, runs, add)
-  table.sort(report.findings, function(a, b)
-    if RANK[a.severity] ~= RANK[b.severity] then
-      return RANK[a.severity] < RANK[b.severity]
-    end
-    return a.order < b.order
-  end)
-  local n = { error = 0, warning = 0, info = 0 }
-  for _, f in ipairs(report.findings) do
-    n[f.severity] = n[f.severity] + 1
-    f.order = nil
-  end
-  report.errors, report.warnings = n.error, n.warning
-  report.ok = n.error == 0
-  report.elapsed_s = require('tp.gpu').now() - t0
-  return report
+  return close_report(report)
+end
+
+--- Checks the runs of a campaign (tp.campaign; a campaign file `tplua run` takes) before they
+--- start, each as a recipe's runs are checked: the launcher and the interpreter of its command
+--- are found, the framework's checkout and its parser accept the arguments (for the frameworks
+--- of tp.frameworks), its data is there and verifies, the results directory is writable with
+--- room, its GPUs are here and idle (when it asks for them), and for a Slurm run the partition
+--- of its job script. One report per run, in M.check's shape with `run` for `platform`.
+---```lua
+---local c = dofile('examples/smoke.lua')
+---local report = tp.preflight.check_campaign(c, { results = 'out/smoke' })
+---tp.preflight.print(report)
+---```
+---@param c table a campaign (tp.campaign)
+---@param opts? table {results?: string (default the campaign's), runs?: string[] (the ids to
+---  check; default all), probe?: table (a tp.gpu.probe result)}
+---@return table report {campaign, results, ok, errors, warnings, runs = {report...}, at,
+---  elapsed_s}
+function M.check_campaign(c, opts)
+  return require('tp.run._preflight_campaign').check(c, opts, {
+    gpus = check_gpus, data = check_data, output = check_output, slurm = check_slurm,
+    checkpoint_bytes = checkpoint_bytes, new_report = new_report, close_report = close_report,
+  })
 end
 
 --- What a run record keeps of a preflight (docs/record.md): ok, counts, the errors and
@@ -441,12 +505,32 @@ function M.summary(report)
 end
 
 --- Prints a report: one line per finding (severity, check, message) and its fix indented
---- below, then a verdict.
+--- below, then a verdict. A campaign's report (M.check_campaign) is printed run by run, then,
+--- for more than one run, a line for the whole.
 ---@param report table
 ---@param out? file* default io.stdout
 function M.print(report, out)
   out = out or io.stdout
-  out:write(string.format('preflight: platform %s (%s)\n', report.platform, report.launcher))
+  if report.runs then
+    for _, r in ipairs(report.runs) do
+      M.print(r, out)
+    end
+    if #report.runs ~= 1 then
+      local failed = 0
+      for _, r in ipairs(report.runs) do
+        failed = failed + (r.ok and 0 or 1)
+      end
+      out:write(string.format('preflight: campaign: %d of %d run(s) passed%s (%.1f s)\n',
+        #report.runs - failed, #report.runs, report.ok and '' or '; FAILED: nothing starts',
+        report.elapsed_s or 0))
+    end
+    return
+  end
+  if report.run then
+    out:write(string.format('preflight: run %s (%s)\n', report.run, report.launcher))
+  else
+    out:write(string.format('preflight: platform %s (%s)\n', report.platform, report.launcher))
+  end
   for _, f in ipairs(report.findings) do
     out:write(string.format('  %-7s %-9s %s\n', f.severity, f.check, f.message))
     if f.fix then

@@ -94,6 +94,10 @@ local function framework_dir(run)
     return dir
   end
   local p = run.process or {}
+  -- A command of a campaign file that no adapter knows has no checkout to find.
+  if type(run.framework) ~= 'string' or not require('tp.frameworks').get(run.framework) then
+    return nil
+  end
   if run.framework == 'reference' then
     return require('tp.frameworks.reference').trainer_dir()
   end
@@ -106,6 +110,26 @@ local function framework_dir(run)
     return pypath:match('^[^:]+')
   end
   return nil
+end
+
+--- An error finding when a command's program (its argv[1]: an interpreter, a launcher) is not
+--- found in PATH (the command's own PATH when its env sets one) or, given as a path, cannot be
+--- executed.
+---@param who string what the message names first (the framework, the run)
+---@param what string 'interpreter', 'launcher', ...
+---@param program string
+---@param env? table the command's environment
+---@param add fun(severity: string, check: string, message: string, fix: string)
+---@return boolean found
+function M.program(who, what, program, env, add)
+  if require('tp.plan.profile').which(program, env and env.PATH or nil) then
+    return true
+  end
+  local fmt = program:find('/', 1, true) and '%s: the %s %s does not exist or cannot be executed'
+    or '%s: the %s %s is not found in PATH'
+  add('error', 'framework', string.format(fmt, who, what, program),
+    'install it, or put its directory first in PATH')
+  return false
 end
 
 --- Where the framework is and which version it declares: findings for a missing checkout,
@@ -131,13 +155,12 @@ function M.install(run, add, opts)
   if type(p.entry) == 'string' and p.entry:sub(1, 1) == '/' and not generated(run, p.entry)
     and not fs.exists(p.entry) then
     add(missing, 'framework', string.format('%s: the entry script %s is missing%s',
-      run.framework, p.entry, where), 'check paths.framework_dir: it must be the checkout root')
+      run.framework, p.entry, where), dir and 'check paths.framework_dir: it must be the '
+        .. 'checkout root' or 'fix the path of the script in the command (or its cwd)')
   end
   local interp = type(p.argv) == 'table' and p.argv[1]
-  if interp and not opts.remote and not require('tp.plan.profile').which(interp,
-    p.env and p.env.PATH or nil) then
-    add('error', 'framework', string.format('%s: the interpreter %s is not found in PATH',
-      run.framework, interp), 'install it, or put its directory first in PATH')
+  if interp and not opts.remote then
+    M.program(run.framework, 'interpreter', interp, p.env, add)
   end
   if dir then
     local v, file = require('tp.run.provenance').framework_version(run.framework, dir)
