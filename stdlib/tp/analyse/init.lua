@@ -2,8 +2,8 @@
 -- efficiency and convergence derive per-run figures, compare and compare_csv set platforms side
 -- by side with statistics of repeats, audit checks the comparison is fair, stack the software
 -- stacks behind each side, trace breaks profiler traces down and profiled does it for the
--- profiled runs' records.
+-- profiled runs' records; mlperf scores MLPerf Training result files by MLPerf's rules.
 return require('tp').package('tp.analyse', {
   'results', 'efficiency', 'convergence', 'compare', 'compare_csv', 'audit', 'stack', 'trace',
-  'profiled',
+  'profiled', 'mlperf',
 })

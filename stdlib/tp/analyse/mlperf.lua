@@ -1,0 +1,232 @@
+-- tp.analyse.mlperf: MLPerf Training results (`:::MLLOG {json}` result_*.txt files of a
+-- submission's results/<system>/<benchmark>/ directory) read and scored by MLPerf's own rules:
+-- time to train per run (run_start to run_stop), the runs each benchmark needs, the olympic
+-- mean, non-converged runs dropped, the review's scaling.json. The rules and their sources in
+-- mlcommons/logging are in docs/mlperf.md.
+local json = require('tp.json')
+local fs = require('tp.fs')
+
+local M = {}
+
+--- Result files a benchmark needs (mlcommons/logging, mlperf_logging/benchmark_meta.py,
+--- `_ALL_RESULT_FILE_COUNTS['training']`).
+M.RUN_COUNTS = {
+  bert = 10, dlrm = 5, dlrm_dcnv2 = 10, gnmt = 10, gpt3 = 3, maskrcnn = 5, minigo = 10,
+  resnet = 5, ssd = 5, retinanet = 5, stable_diffusion = 10, transformer = 10, ncf = 10,
+  rnnt = 10, unet3d = 40, gnn = 10, rgat = 10, llama2_70b_lora = 10, llama31_405b = 3,
+  llama31_8b = 10, flux1 = 10, gpt_oss_20b = 10, deepseekv3_671b = 3, qwen35_397b_grpo = 3,
+}
+
+local TOKEN <const> = ':::MLLOG '
+
+--- Runs dropped at each end by the olympic mean: 4 for unet3d, 1 for every other benchmark
+--- (result_summarizer.py, `max_dropped_scores`).
+---@param benchmark string
+---@return integer
+function M.max_dropped(benchmark)
+  return benchmark == 'unet3d' and 4 or 1
+end
+
+local function finding(file, line, fmt, ...)
+  local where = line and string.format('%s:%d', file, line) or file
+  return where .. ': ' .. string.format(fmt, ...)
+end
+
+--- Reads the MLLOG events of one result file's text. Returns the run: `file`, `benchmark`
+--- (submission_benchmark), `start_ms`, `stop_ms`, `minutes` (time to train), `status`
+--- (run_stop's metadata), `evals` ({value=, epoch_num=, samples_count=, time_ms=} in order),
+--- `samples_to_converge` (the last eval's samples_count, else its epoch_num), `findings` (each
+--- naming the file and line) and `ok` (scored: both ends found, no damaged line, status
+--- success). A damaged MLLOG line is a finding, not a raise.
+---```lua
+---local run = mlperf.parse_text(text, 'result_0.txt')
+---print(run.minutes, run.status)
+---```
+---@param text string
+---@param file string the name used in findings
+---@return table run
+function M.parse_text(text, file)
+  local run = { file = file, evals = {}, findings = {} }
+  local damaged, lineno = false, 0
+  for line in (text:sub(-1) == '\n' and text or text .. '\n'):gmatch('([^\n]*)\n') do
+    lineno = lineno + 1
+    local at = line:find(TOKEN, 1, true)
+    if at then
+      local ev, err = json.decode(line:sub(at + #TOKEN), { name = file })
+      local ms = type(ev) == 'table' and tonumber(ev.time_ms)
+      if type(ev) ~= 'table' or not ms or type(ev.key) ~= 'string' then
+        damaged = true
+        run.findings[#run.findings + 1] = finding(file, lineno,
+          'damaged MLLOG line (%s): run not scored', err or 'no time_ms or key')
+      else
+        local meta = type(ev.metadata) == 'table' and ev.metadata or {}
+        if ev.key == 'submission_benchmark' and not run.benchmark then
+          run.benchmark = ev.value
+        elseif ev.key == 'run_start' or ev.key == 'run_stop' then
+          local field = ev.key == 'run_start' and 'start_ms' or 'stop_ms'
+          if run[field] then
+            run.findings[#run.findings + 1] = finding(file, lineno,
+              '%s logged again (the first is used)', ev.key)
+          else
+            run[field] = ms
+            if ev.key == 'run_stop' then
+              run.status = meta.status
+            end
+          end
+        elseif ev.key == 'eval_accuracy' then
+          run.evals[#run.evals + 1] = { value = ev.value, epoch_num = meta.epoch_num,
+            samples_count = meta.samples_count, time_ms = ms }
+        end
+      end
+    end
+  end
+  if not run.start_ms then
+    run.findings[#run.findings + 1] = finding(file, nil, 'run_start not recorded: run not scored')
+  end
+  if not run.stop_ms then
+    run.findings[#run.findings + 1] = finding(file, nil, 'run_stop not recorded: run not scored')
+  elseif run.status ~= 'success' then
+    run.findings[#run.findings + 1] = finding(file, nil,
+      'run_stop status is %s, not success: a non-converged run', tostring(run.status))
+  end
+  if run.start_ms and run.stop_ms then
+    run.minutes = (run.stop_ms - run.start_ms) / 60000
+  end
+  local last = run.evals[#run.evals]
+  if last then
+    run.samples_to_converge = last.samples_count or last.epoch_num
+  end
+  run.ok = not damaged and run.minutes ~= nil and run.status == 'success'
+  return run
+end
+
+--- The olympic mean of the scored runs' `scores`: sorted, the `max_dropped` fastest dropped and
+--- `max_dropped - dropped` of the slowest (the runs not scored count as the slowest). Returns
+--- nil when nothing is left or when more than `max_dropped` runs were not scored.
+---```lua
+---mlperf.olympic_mean({ 3, 1, 2, 9 }, 0, 1) --> 2.5
+---```
+---@param scores number[]
+---@param dropped integer runs not scored
+---@param max_dropped integer
+---@return number|nil
+function M.olympic_mean(scores, dropped, max_dropped)
+  if dropped > max_dropped then
+    return nil
+  end
+  local sorted = table.move(scores, 1, #scores, 1, {})
+  table.sort(sorted)
+  local first, last = max_dropped + 1, #sorted - (max_dropped - dropped)
+  if last < first then
+    return nil
+  end
+  local sum = 0
+  for i = first, last do
+    sum = sum + sorted[i]
+  end
+  return sum / (last - first + 1)
+end
+
+--- Scores parsed runs by MLPerf's rules. `opts.benchmark` names the benchmark when the files do
+--- not; `opts.scaling_factor` (default 1) multiplies the olympic mean. Returns `benchmark`,
+--- `required` (nil when the benchmark is unknown), `runs`, `scored`, `dropped`, `max_dropped`,
+--- `olympic` (minutes, before scaling), `scaling_factor`, `score` (nil when there is none) and
+--- `findings` (the runs' and the directory's).
+---@param runs table[] from parse_text
+---@param opts? {benchmark?: string, scaling_factor?: number}
+---@return table result
+function M.score(runs, opts)
+  opts = opts or {}
+  local r = { runs = runs, findings = {}, scaling_factor = opts.scaling_factor or 1 }
+  local scores = {}
+  for _, run in ipairs(runs) do
+    r.benchmark = r.benchmark or run.benchmark
+    if run.ok then
+      scores[#scores + 1] = run.minutes
+    end
+    table.move(run.findings, 1, #run.findings, #r.findings + 1, r.findings)
+  end
+  r.benchmark = r.benchmark or opts.benchmark or '?'
+  if r.benchmark == 'mask' then
+    r.benchmark = 'maskrcnn'
+  end
+  r.scored, r.dropped = #scores, #runs - #scores
+  r.max_dropped = M.max_dropped(r.benchmark)
+  r.required = M.RUN_COUNTS[r.benchmark]
+  if not r.required then
+    r.findings[#r.findings + 1] = string.format(
+      'benchmark %s: not in MLPerf Training\'s run counts, the runs required are unknown',
+      r.benchmark)
+  elseif #runs < r.required then
+    r.findings[#r.findings + 1] = string.format(
+      '%d result files, %s needs %d: no official score', #runs, r.benchmark, r.required)
+  end
+  if r.dropped > r.max_dropped then
+    r.findings[#r.findings + 1] = string.format(
+      '%d runs not scored, at most %d may be: too many non-converged runs, no score',
+      r.dropped, r.max_dropped)
+  end
+  r.olympic = M.olympic_mean(scores, r.dropped, r.max_dropped)
+  if r.olympic and (not r.required or #runs >= r.required) then
+    r.score = r.olympic * r.scaling_factor
+  end
+  return r
+end
+
+--- Reads and scores one results/<system>/<benchmark>/ directory: its result_*.txt files and
+--- its scaling.json when present. Returns the result of `score` with `dir`, or nil and a
+--- message when the directory has no result file or a file cannot be read.
+---```lua
+---local r = assert(mlperf.score_dir('results/MI355X/llama2_70b_lora'))
+---print(r.score)
+---```
+---@param dir string
+---@return table|nil result
+---@return string? err
+function M.score_dir(dir)
+  local entries, lerr = fs.list(dir)
+  if not entries then
+    return nil, string.format('%s: %s', dir, tostring(lerr))
+  end
+  local names = {}
+  for _, e in ipairs(entries) do
+    if e.name:match('^result_.*%.txt$') and e.type ~= 'directory' then
+      names[#names + 1] = e.name
+    end
+  end
+  table.sort(names, function(a, b)
+    local na = tonumber(a:match('^result_(%d+)%.txt$'))
+    local nb = tonumber(b:match('^result_(%d+)%.txt$'))
+    if na and nb then
+      return na < nb
+    end
+    return a < b
+  end)
+  if #names == 0 then
+    return nil, dir .. ': no result_*.txt file'
+  end
+  local runs = {}
+  for _, name in ipairs(names) do
+    local text, err = fs.read(fs.join(dir, name))
+    if not text then
+      return nil, tostring(err)
+    end
+    runs[#runs + 1] = M.parse_text(text, name)
+  end
+  local factor = 1
+  local scaling = fs.join(dir, 'scaling.json')
+  if fs.is_file(scaling) then
+    local doc, err = json.load_file(scaling)
+    if type(doc) ~= 'table' or type(doc.scaling_factor) ~= 'number' then
+      return nil, string.format('%s: no number scaling_factor (%s)', scaling, err or 'missing')
+    end
+    factor = doc.scaling_factor
+  end
+  local base = dir:gsub('/+$', ''):match('([^/]+)$')
+  local r = M.score(runs, { benchmark = base, scaling_factor = factor })
+  r.dir = dir
+  r.has_scaling = factor ~= 1 or fs.is_file(scaling)
+  return r
+end
+
+return M

@@ -1,0 +1,83 @@
+-- tplua mlperf score: the real binary on real published MLPerf Training v5.1 results of AMD and
+-- NVIDIA (llama2_70b_lora, tests/fixtures/mlperf, SOURCES.md): the score MLPerf's own result
+-- summarizer gives (EXPECTED.md), and bad directories (clear errors, exit 1).
+local h = require('helper')
+local json = require('tp.json')
+
+local AMD = h.fixture('mlperf/amd_MI355X_EPYC_9575F_pytorch_llama2_70b_lora')
+local NVIDIA = h.fixture('mlperf/nvidia_theia_ngpu8_ngc25.09_nemo_llama2_70b_lora')
+
+describe('tplua mlperf score', function()
+  it('scores AMD MI355X llama2_70b_lora as MLPerf does (10.1847 minutes)', function()
+    local r = h.run({ 'mlperf', 'score', AMD })
+    assert.are.equal('', r.stderr)
+    assert.are.equal(0, r.code)
+    local out = r.stdout
+    assert.is_truthy(out:find('MLPerf Training llama2_70b_lora, ', 1, true))
+    assert.is_truthy(out:find('10 result files, 10 required', 1, true))
+    assert.is_truthy(out:find('\n  result_0.txt  success     11.1132       3456      6  0.9222\n',
+      1, true))
+    assert.is_truthy(out:find('\n  result_7.txt  success      9.7849       3072      5  0.9250\n',
+      1, true))
+    assert.is_truthy(out:find('olympic mean: 10.1506 minutes (1 fastest and 1 slowest dropped)',
+      1, true))
+    assert.is_truthy(out:find('scaling factor: 1.003367 (scaling.json)', 1, true))
+    assert.is_truthy(out:find('\nscore: 10.1847 minutes\n', 1, true))
+  end)
+
+  it('scores NVIDIA 8-GPU llama2_70b_lora as MLPerf does (5.9713 minutes)', function()
+    local r = h.run({ 'mlperf', 'score', NVIDIA, '--curve' })
+    assert.are.equal(0, r.code)
+    local out = r.stdout
+    assert.is_truthy(out:find('\n  result_6.txt  success      7.0352       3456      6  0.9228\n',
+      1, true))
+    assert.is_truthy(out:find('\n  result_0.txt  1536:0.9570 1920:0.9528 2304:0.9460 2688:0.9388 '
+      .. '3072:0.9222\n', 1, true))
+    assert.is_truthy(out:find('scaling factor: 1.034722 (scaling.json)', 1, true))
+    assert.is_truthy(out:find('\nscore: 5.9713 minutes\n', 1, true))
+  end)
+
+  it('prints JSON with the runs, the olympic mean and the score', function()
+    local r = h.run({ 'mlperf', 'score', NVIDIA, '--json' })
+    assert.are.equal(0, r.code)
+    local doc = json.decode(r.stdout)
+    assert.are.equal('llama2_70b_lora', doc.benchmark)
+    assert.are.equal(10, #doc.runs)
+    assert.are.equal(0, #doc.findings)
+    assert.is_true(math.abs(doc.score - 5.971267693865741) < 1e-9)
+    assert.are.equal(3072, doc.runs[1].samples_to_converge)
+    assert.are.equal(5, #doc.runs[1].evals)
+  end)
+
+  it('gives no score, with a finding, when runs are missing or damaged', function()
+    local dir = h.tmpdir()
+    for i = 0, 3 do
+      h.write(dir .. '/result_' .. i .. '.txt', h.read(AMD .. '/result_' .. i .. '.txt'))
+    end
+    local bad = h.read(AMD .. '/result_4.txt'):gsub('"run_start"', '"run_start', 1)
+    h.write(dir .. '/result_4.txt', bad)
+    local r = h.run({ 'mlperf', 'score', dir })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stdout:find('5 result files, llama2_70b_lora needs 10: no official score',
+      1, true))
+    assert.is_truthy(r.stdout:find('result_4.txt:%d+: damaged MLLOG line'))
+    assert.is_truthy(r.stdout:find('result_4.txt: run_start not recorded', 1, true))
+    assert.is_truthy(r.stdout:find('\nscore: none\n', 1, true))
+  end)
+
+  it('fails on a directory without result files, and on usage errors', function()
+    local dir = h.tmpdir()
+    local r = h.run({ 'mlperf', 'score', dir })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find(dir .. ': no result_*.txt file', 1, true))
+    r = h.run({ 'mlperf' })
+    assert.are.equal(2, r.code)
+    assert.is_truthy(r.stderr:find('no subcommand given (score)', 1, true))
+    r = h.run({ 'mlperf', 'rank', dir })
+    assert.are.equal(2, r.code)
+    assert.is_truthy(r.stderr:find("unknown subcommand 'rank'", 1, true))
+    r = h.run({ 'mlperf', '--help' })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('usage: tplua mlperf score DIR', 1, true))
+  end)
+end)
