@@ -186,4 +186,63 @@ describe('tp.analyse.mlperf', function()
     assert.are.equal(2, r.score)
     assert.is_true(has(r.findings, 'benchmark no_such_bench: not in MLPerf Training'))
   end)
+
+  describe('compare', function()
+    -- A directory's score result from a list of minutes, logging `accel` accelerators per node
+    -- on `nodes` nodes when given.
+    local function side(list, benchmark, accel, nodes)
+      local rs = runs(list, benchmark)
+      if accel then
+        local text = ev('accelerators_per_node', 1, accel) .. ev('number_of_nodes', 1, nodes)
+          .. result(list[1], 'success', benchmark)
+        rs[1] = mlperf.parse_text(text, 'result_0.txt')
+      end
+      local r = mlperf.score(rs)
+      r.dir = benchmark or 'dir'
+      return r
+    end
+
+    it('gives the score ratio, the time ratio CI, accelerator-minutes and samples', function()
+      local a = side(TEN, nil, 8, 1)
+      local b = side({ 5, 5.5, 6, 6.5, 7, 7.5, 8, 8.5, 9, 50 }, nil, 4, 4)
+      local c = assert(mlperf.compare(a, b, { seed = 3 }))
+      assert.are.equal('llama2_70b_lora', c.benchmark)
+      assert.are.equal(14.5, c.a.score)
+      assert.are.equal(7.25, c.b.score)
+      assert.are.equal(0.5, c.ratio)
+      assert.are.equal(8, c.a.accelerators)
+      assert.are.equal(16, c.b.accelerators)
+      assert.are.equal(116, c.a.accelerator_minutes)
+      assert.are.equal(1, c.accelerator_ratio)
+      assert.is_true(math.abs(c.ci.estimate - 11.3 / 22.6) < 1e-12) -- mean B / mean A
+      assert.is_true(c.ci.lo <= c.ci.estimate and c.ci.estimate <= c.ci.hi)
+      assert.are.same({ mean = 3456, min = 3456, max = 3456, n = 10 }, c.a.samples)
+      local again = mlperf.compare(a, b, { seed = 3 })
+      assert.are.same(c.ci, again.ci)
+    end)
+
+    it('says the accelerators are unknown when no line names them', function()
+      local c = assert(mlperf.compare(side(TEN), side(TEN)))
+      assert.is_nil(c.a.accelerators)
+      assert.is_nil(c.a.accelerator_minutes)
+      assert.is_nil(c.accelerator_ratio)
+      assert.are.equal(1, c.ratio)
+    end)
+
+    it('refuses different benchmarks, naming both', function()
+      local c, err = mlperf.compare(side(TEN, 'bert'), side(TEN, 'llama31_8b'))
+      assert.is_nil(c)
+      assert.are.equal('different benchmarks: bert is bert, llama31_8b is llama31_8b; compare '
+        .. 'needs the same benchmark', err)
+      assert.has_error(function()
+        mlperf.compare(side(TEN), side(TEN), { sead = 1 })
+      end, 'tp.analyse.mlperf.compare: unknown option sead')
+    end)
+
+    it('fails when a side has no scored run', function()
+      local c, err = mlperf.compare(side(TEN), side({ 'aborted' }))
+      assert.is_nil(c)
+      assert.are.equal('dir: no scored run to compare', err)
+    end)
+  end)
 end)

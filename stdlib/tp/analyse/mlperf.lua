@@ -5,6 +5,7 @@
 -- mlcommons/logging are in docs/mlperf.md.
 local json = require('tp.json')
 local fs = require('tp.fs')
+local stats = require('tp.stats')
 
 local M = {}
 
@@ -34,7 +35,9 @@ end
 
 --- Reads the MLLOG events of one result file's text. Returns the run: `file`, `benchmark`
 --- (submission_benchmark), `start_ms`, `stop_ms`, `minutes` (time to train), `status`
---- (run_stop's metadata), `evals` ({value=, epoch_num=, samples_count=, time_ms=} in order),
+--- (run_stop's metadata), `accelerators_per_node` and `number_of_nodes` (the system
+--- description's fields, when logged as MLLOG keys), `evals` ({value=, epoch_num=,
+--- samples_count=, time_ms=} in order),
 --- `samples_to_converge` (the last eval's samples_count, else its epoch_num), `findings` (each
 --- naming the file and line) and `ok` (scored: both ends found, no damaged line, status
 --- success). A damaged MLLOG line is a finding, not a raise.
@@ -62,6 +65,9 @@ function M.parse_text(text, file)
         local meta = type(ev.metadata) == 'table' and ev.metadata or {}
         if ev.key == 'submission_benchmark' and not run.benchmark then
           run.benchmark = ev.value
+        elseif (ev.key == 'accelerators_per_node' or ev.key == 'number_of_nodes')
+          and math.tointeger(ev.value) and not run[ev.key] then
+          run[ev.key] = math.tointeger(ev.value)
         elseif ev.key == 'run_start' or ev.key == 'run_stop' then
           local field = ev.key == 'run_start' and 'start_ms' or 'stop_ms'
           if run[field] then
@@ -227,6 +233,111 @@ function M.score_dir(dir)
   r.dir = dir
   r.has_scaling = factor ~= 1 or fs.is_file(scaling)
   return r
+end
+
+local function scored_values(r, field)
+  local out = {}
+  for _, run in ipairs(r.runs) do
+    if run.ok and run[field] then
+      out[#out + 1] = run[field]
+    end
+  end
+  return out
+end
+
+--- The accelerators of a scored directory: `accelerators_per_node` x `number_of_nodes` (1 when
+--- not logged) of the first run that logs `accelerators_per_node`, else nil (unknown; the
+--- `submission_platform` string names nodes x system, not accelerators, and is not used).
+---@param r table from score or score_dir
+---@return integer|nil
+function M.accelerators(r)
+  for _, run in ipairs(r.runs) do
+    if run.accelerators_per_node then
+      return run.accelerators_per_node * (run.number_of_nodes or 1)
+    end
+  end
+  return nil
+end
+
+local function side(r)
+  local minutes = scored_values(r, 'minutes')
+  local samples = scored_values(r, 'samples_to_converge')
+  local s = { dir = r.dir, score = r.score, olympic = r.olympic, scored = r.scored,
+    dropped = r.dropped, minutes = minutes, accelerators = M.accelerators(r) }
+  if #minutes > 0 then
+    s.mean_minutes = stats.mean(minutes)
+  end
+  if s.accelerators and s.score then
+    s.accelerator_minutes = s.score * s.accelerators
+  end
+  if #samples > 0 then
+    s.samples = { mean = stats.mean(samples), min = stats.min(samples), max = stats.max(samples),
+      n = #samples }
+  end
+  return s
+end
+
+--- Compares two scored directories of the same benchmark (A the baseline). Returns `benchmark`,
+--- `a` and `b` (each `dir`, `score`, `olympic`, `minutes` of the scored runs, `mean_minutes`,
+--- `accelerators` (nil: unknown), `accelerator_minutes` (score x accelerators), `samples`
+--- {mean, min, max, n} of the scored runs' samples to converge), `ratio` (score B / score A,
+--- nil without both scores), `ci` (tp.stats.bootstrap_ratio_ci of the mean times to train
+--- B / A: {estimate, lo, hi}, seeded), `accelerator_ratio`, `level`, `resamples`, `seed`.
+--- Returns nil and a message when the benchmarks differ or a side has no scored run.
+---```lua
+---local c = assert(mlperf.compare(mlperf.score_dir(a), mlperf.score_dir(b), { seed = 1 }))
+---print(c.ratio, c.ci.lo, c.ci.hi)
+---```
+---@param a table from score or score_dir
+---@param b table from score or score_dir
+---@param opts? {seed?: integer, level?: number, resamples?: integer} defaults 1, 0.95, 10000
+---@return table|nil comparison
+---@return string? err
+function M.compare(a, b, opts)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= 'seed' and k ~= 'level' and k ~= 'resamples' then
+      error(string.format('tp.analyse.mlperf.compare: unknown option %s', tostring(k)), 2)
+    end
+  end
+  if a.benchmark ~= b.benchmark then
+    return nil, string.format('different benchmarks: %s is %s, %s is %s; compare needs the same '
+      .. 'benchmark', a.dir or 'A', a.benchmark, b.dir or 'B', b.benchmark)
+  end
+  local c = { benchmark = a.benchmark, a = side(a), b = side(b), seed = opts.seed or 1,
+    level = opts.level or 0.95, resamples = opts.resamples or 10000 }
+  for _, name in ipairs({ 'a', 'b' }) do
+    if #c[name].minutes == 0 then
+      return nil, string.format('%s: no scored run to compare', c[name].dir or name:upper())
+    end
+  end
+  if c.a.score and c.b.score then
+    c.ratio = c.b.score / c.a.score
+  end
+  if c.a.accelerator_minutes and c.b.accelerator_minutes then
+    c.accelerator_ratio = c.b.accelerator_minutes / c.a.accelerator_minutes
+  end
+  c.ci = stats.bootstrap_ratio_ci(c.b.minutes, c.a.minutes,
+    { seed = c.seed, level = c.level, resamples = c.resamples })
+  return c
+end
+
+--- Reads, scores and compares two results/<system>/<benchmark>/ directories (see compare).
+---@param dir_a string the baseline
+---@param dir_b string
+---@param opts? {seed?: integer, level?: number, resamples?: integer}
+---@return table|nil comparison
+---@return string? err
+function M.compare_dirs(dir_a, dir_b, opts)
+  local a, aerr = M.score_dir(dir_a)
+  if not a then
+    return nil, aerr
+  end
+  local b, berr = M.score_dir(dir_b)
+  if not b then
+    return nil, berr
+  end
+  return M.compare(a, b, opts)
 end
 
 return M
