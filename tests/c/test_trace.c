@@ -12,8 +12,7 @@
 
 #include "check.h"
 #include "trace.h"
-
-static char tmpdir[64];
+#include "trace_check.h"
 
 // Two ProfilerSteps on the CPU, [100, 200) and [200, 300) us. GPU ops (us, file order is not
 // time order): relu [305, 315) launched at 260 (ends 300: host wait), gemm [150, 180), nccl
@@ -93,48 +92,12 @@ static const char nccl_name[] =
 
 // --- helpers ---------------------------------------------------------------------------------
 
-static TpTrace *read_mem(const char *label, const void *p, size_t n) {
-  TpTrace *t = NULL;
-  TpError err = {0};
-  int rc = tp_trace_read_mem(label, p, n, &t, &err);
-  CHECK_REPORT_(rc == 0 && t != NULL, "%s: read failed: %d %s", label, rc, err.msg);
-  return rc == 0 ? t : NULL;
-}
-
 static TpTrace *read_str(const char *label, const char *s) {
   return read_mem(label, s, strlen(s));
 }
 
-static TpTrace *read_path(const char *path) {
-  TpTrace *t = NULL;
-  TpError err = {0};
-  int rc = tp_trace_read(path, &t, &err);
-  CHECK_REPORT_(rc == 0 && t != NULL, "%s: read failed: %d %s", path, rc, err.msg);
-  return rc == 0 ? t : NULL;
-}
-
-// Reading p[0, n) must fail with `code` and a message "label: ..." holding `want`.
-static void check_fails(const char *label, const void *p, size_t n, int code, const char *want) {
-  TpTrace *t = NULL;
-  TpError err = {0};
-  int rc = tp_trace_read_mem(label, p, n, &t, &err);
-  CHECK_REPORT_(rc == code, "%s: code %d expected, got %d (%s)", label, code, rc, err.msg);
-  CHECK_REPORT_(strstr(err.msg, want) != NULL, "%s: '%s' in '%s'", label, want, err.msg);
-  CHECK_REPORT_(strncmp(err.msg, label, strlen(label)) == 0, "%s: message '%s'", label, err.msg);
-  CHECK(t == NULL);
-  tp_trace_free(t);
-}
-
 static void check_fails_str(const char *label, const char *s, int code, const char *want) {
   check_fails(label, s, strlen(s), code, want);
-}
-
-static bool has(const char *text, const char *want) {
-  return text && strstr(text, want) != NULL;
-}
-
-static const char *name_of(const TpTrace *t, size_t id) {
-  return t->arena + t->names[id].at;
 }
 
 // The id of a GPU op name, or UINT32_MAX.
@@ -195,17 +158,6 @@ static unsigned char *gzip(const void *p, size_t n, int level, size_t *len) {
   *len = z.total_out;
   deflateEnd(&z);
   return out;
-}
-
-// Writes p[0, n) to tmpdir/name; `path` receives its path.
-static void write_file(const char *name, const void *p, size_t n, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s", tmpdir, name);
-  FILE *f = fopen(path, "wb");
-  CHECK(f != NULL);
-  if (f) {
-    CHECK_INT(fwrite(p, 1, n, f), n);
-    CHECK_INT(fclose(f), 0);
-  }
 }
 
 static bool same_text(const TpTrace *a, size_t at_a, const TpTrace *b, size_t at_b, size_t n) {
@@ -310,36 +262,6 @@ static void check_windows_add_up(const TpTraceBreakdown *b, const char *what) {
 }
 
 // --- the hand-made trace ---------------------------------------------------------------------
-
-struct CatCount {
-  const char *cat;
-  uint64_t count;
-};
-
-static void find_cat(const char *cat, size_t len, uint64_t count, void *ud) {
-  struct CatCount *want = ud;
-  if (strlen(want->cat) == len && memcmp(cat, want->cat, len) == 0) {
-    want->count = count;
-  }
-}
-
-static uint64_t cat_count(const TpTrace *t, const char *cat) {
-  struct CatCount c = {cat, 0};
-  tp_trace_categories(t, find_cat, &c);
-  return c.count;
-}
-
-static const char *meta_text(const TpTrace *t, const char *key, size_t *len) {
-  for (size_t i = 0; i < t->nmeta; i++) {
-    if (t->meta[i].key_len == strlen(key) &&
-        memcmp(t->arena + t->meta[i].key_at, key, strlen(key)) == 0) {
-      *len = t->meta[i].len;
-      return t->arena + t->meta[i].at;
-    }
-  }
-  *len = 0;
-  return NULL;
-}
 
 // What the reader keeps of `hand`: counts, names, ops, steps, meta.
 static void check_hand_read(const TpTrace *t, const char *what) {
@@ -1468,9 +1390,7 @@ static void test_extremes(void) {
 }
 
 int main(void) {
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_trace.XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
+  if (!make_tmpdir("test_trace")) {
     return 1;
   }
   test_hand();

@@ -15,13 +15,9 @@
 
 #include "check.h"
 #include "trace.h"
+#include "trace_check.h"
 
-static char tmpdir[64];
 static char fixtures[1024];
-
-static bool has(const char *text, const char *want) {
-  return text && strstr(text, want) != NULL;
-}
 
 // Uncompresses a gzip fixture into memory.
 static unsigned char *gunzip(const char *path, size_t *n) {
@@ -43,74 +39,6 @@ static unsigned char *gunzip(const char *path, size_t *n) {
   }
   gzclose(f);
   return buf;
-}
-
-static void write_file(const char *name, const void *p, size_t n, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s", tmpdir, name);
-  FILE *f = fopen(path, "wb");
-  CHECK(f != NULL);
-  if (f) {
-    CHECK_INT(fwrite(p, 1, n, f), n);
-    CHECK_INT(fclose(f), 0);
-  }
-}
-
-static TpTrace *read_path(const char *path) {
-  TpTrace *t = NULL;
-  TpError err = {0};
-  int rc = tp_trace_read(path, &t, &err);
-  CHECK_REPORT_(rc == 0 && t != NULL, "%s: read failed: %d %s", path, rc, err.msg);
-  return rc == 0 ? t : NULL;
-}
-
-static const char *name_of(const TpTrace *t, size_t id) {
-  return t->arena + t->names[id].at;
-}
-
-static const TpTraceName *name_named(const TpTrace *t, const char *name) {
-  for (size_t i = 0; i < t->nnames; i++) {
-    if (strcmp(name_of(t, i), name) == 0) {
-      return &t->names[i];
-    }
-  }
-  CHECK_REPORT_(0, "no name %s", name);
-  return NULL;
-}
-
-static void check_name(const TpTrace *t, const char *name, uint64_t count, int64_t total) {
-  const TpTraceName *nm = name_named(t, name);
-  if (nm) {
-    CHECK_REPORT_(nm->count == count && nm->total == total,
-                  "%s: %llu ops, %lld ns (want %llu, %lld)", name, (unsigned long long)nm->count,
-                  (long long)nm->total, (unsigned long long)count, (long long)total);
-  }
-}
-
-static const char *meta_text(const TpTrace *t, const char *key) {
-  for (size_t i = 0; i < t->nmeta; i++) {
-    if (strcmp(t->arena + t->meta[i].key_at, key) == 0) {
-      return t->arena + t->meta[i].at;
-    }
-  }
-  return NULL;
-}
-
-typedef struct Cat {
-  const char *want;
-  uint64_t count;
-} Cat;
-
-static void find_cat(const char *cat, size_t len, uint64_t count, void *ud) {
-  Cat *c = ud;
-  if (strlen(c->want) == len && memcmp(cat, c->want, len) == 0) {
-    c->count = count;
-  }
-}
-
-static uint64_t cat_count(const TpTrace *t, const char *cat) {
-  Cat c = {cat, 0};
-  tp_trace_categories(t, find_cat, &c);
-  return c.count;
 }
 
 typedef struct Figures {
@@ -165,12 +93,12 @@ static void check_saxpy(TpTrace *t, const char *what) {
   CHECK_INT(t->ops[0].ts, 924922186);  // the first kernel, correlation 140, stream 7
   CHECK_INT(t->ops[0].corr, 140);
   CHECK_INT(t->ops[0].stream, 7);
-  const char *dev = meta_text(t, "deviceProperties");
+  const char *dev = meta_text(t, "deviceProperties", NULL);
   CHECK_REPORT_(has(dev, "\"name\": \"NVIDIA A100-SXM4-40GB\"") &&
                     has(dev, "\"totalGlobalMem\": 42297524224") && has(dev, "\"numSms\": 108") &&
                     has(dev, "\"computeMajor\": 8"),
                 "%s: %s", what, dev);
-  const char *prof = meta_text(t, "profiler");
+  const char *prof = meta_text(t, "profiler", NULL);
   CHECK_REPORT_(has(prof, "\"version\": \"2022.2.1.31\"") && has(prof, "\"schema\": \"2.9.1\"") &&
                     has(prof, "\"device\": 0"),
                 "%s: %s", what, prof);
@@ -239,8 +167,8 @@ static void test_cloverleaf(void) {
   }
   CHECK_INT(count, 1312);
   CHECK_INT(kernels, 294404540);
-  CHECK(has(meta_text(t, "deviceProperties"), "\"name\": \"NVIDIA A100-SXM4-80GB\""));
-  const char *prof = meta_text(t, "profiler");
+  CHECK(has(meta_text(t, "deviceProperties", NULL), "\"name\": \"NVIDIA A100-SXM4-80GB\""));
+  const char *prof = meta_text(t, "profiler", NULL);
   CHECK_REPORT_(has(prof, "\"version\": \"2024.5.1.113\"") && has(prof, "\"schema\": \"3.13.2\""),
                 "%s", prof);
   Figures f[1];
@@ -441,9 +369,7 @@ static void test_damage(const unsigned char *db, size_t n) {
 int main(void) {
   const char *src = getenv("TPLUA_SOURCE_DIR");
   snprintf(fixtures, sizeof(fixtures), "%s/tests/fixtures/traces", src ? src : ".");
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_trace_nsys.XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
+  if (!make_tmpdir("test_trace_nsys")) {
     return 1;
   }
   char path[1200];

@@ -14,13 +14,9 @@
 
 #include "check.h"
 #include "trace.h"
+#include "trace_check.h"
 
-static char tmpdir[64];
 static char fixtures[1024];
-
-static bool has(const char *text, const char *want) {
-  return text && strstr(text, want) != NULL;
-}
 
 static char *slurp(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
@@ -54,94 +50,6 @@ static char *fixture(const char *name, size_t *n) {
 
 static void fixture_path(const char *name, char *path, size_t cap) {
   snprintf(path, cap, "%s/%s", fixtures, name);
-}
-
-static void write_file(const char *name, const void *p, size_t n, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s", tmpdir, name);
-  FILE *f = fopen(path, "wb");
-  CHECK(f != NULL);
-  if (f) {
-    CHECK_INT(fwrite(p, 1, n, f), n);
-    CHECK_INT(fclose(f), 0);
-  }
-}
-
-static TpTrace *read_path(const char *path) {
-  TpTrace *t = NULL;
-  TpError err = {0};
-  int rc = tp_trace_read(path, &t, &err);
-  CHECK_REPORT_(rc == 0 && t != NULL, "%s: read failed: %d %s", path, rc, err.msg);
-  return rc == 0 ? t : NULL;
-}
-
-static TpTrace *read_mem(const char *label, const void *p, size_t n) {
-  TpTrace *t = NULL;
-  TpError err = {0};
-  int rc = tp_trace_read_mem(label, p, n, &t, &err);
-  CHECK_REPORT_(rc == 0 && t != NULL, "%s: read failed: %d %s", label, rc, err.msg);
-  return rc == 0 ? t : NULL;
-}
-
-// Reading p[0, n) must fail with `code` and a message "label: ..." holding `want`.
-static void check_fails(const char *label, const void *p, size_t n, int code, const char *want) {
-  TpTrace *t = NULL;
-  TpError err = {0};
-  int rc = tp_trace_read_mem(label, p, n, &t, &err);
-  CHECK_REPORT_(rc == code, "%s: code %d expected, got %d (%s)", label, code, rc, err.msg);
-  CHECK_REPORT_(has(err.msg, want), "%s: '%s' in '%s'", label, want, err.msg);
-  CHECK_REPORT_(strncmp(err.msg, label, strlen(label)) == 0, "%s: message '%s'", label, err.msg);
-  CHECK(t == NULL);
-  tp_trace_free(t);
-}
-
-static const char *name_of(const TpTrace *t, size_t id) {
-  return t->arena + t->names[id].at;
-}
-
-static const TpTraceName *name_named(const TpTrace *t, const char *name) {
-  for (size_t i = 0; i < t->nnames; i++) {
-    if (strcmp(name_of(t, i), name) == 0) {
-      return &t->names[i];
-    }
-  }
-  CHECK_REPORT_(0, "no name %s", name);
-  return NULL;
-}
-
-static void check_name(const TpTrace *t, const char *name, uint64_t count, int64_t total) {
-  const TpTraceName *nm = name_named(t, name);
-  if (nm) {
-    CHECK_REPORT_(nm->count == count && nm->total == total,
-                  "%s: %llu ops, %lld ns (want %llu, %lld)", name, (unsigned long long)nm->count,
-                  (long long)nm->total, (unsigned long long)count, (long long)total);
-  }
-}
-
-static const char *meta_text(const TpTrace *t, const char *key) {
-  for (size_t i = 0; i < t->nmeta; i++) {
-    if (strcmp(t->arena + t->meta[i].key_at, key) == 0) {
-      return t->arena + t->meta[i].at;
-    }
-  }
-  return NULL;
-}
-
-typedef struct Cat {
-  const char *want;
-  uint64_t count;
-} Cat;
-
-static void find_cat(const char *cat, size_t len, uint64_t count, void *ud) {
-  Cat *c = ud;
-  if (strlen(c->want) == len && memcmp(cat, c->want, len) == 0) {
-    c->count = count;
-  }
-}
-
-static uint64_t cat_count(const TpTrace *t, const char *cat) {
-  Cat c = {cat, 0};
-  tp_trace_categories(t, find_cat, &c);
-  return c.count;
 }
 
 // The figures of the one (stepless) window, kernels as compute and copies as memory.
@@ -207,7 +115,7 @@ static void test_sdk_docs(void) {
   CHECK_INT(t->ops[0].stream, 1);
   CHECK_INT(t->ops[4].stream, 2);
   CHECK_INT(t->ops[8].corr, 952);  // the first copy
-  const char *prof = meta_text(t, "profiler");
+  const char *prof = meta_text(t, "profiler", NULL);
   CHECK(has(prof, "\"rocprofv3\"") && has(prof, "rocprofv3_sdk_docs_kernel_trace.csv") &&
         has(prof, "rocprofv3_sdk_docs_memory_copy_trace.csv") && has(prof, "\"agent\": \"2\""));
   Figures f = breakdown(t);
@@ -267,7 +175,7 @@ static void test_vcopy(void) {
   check_name(t, "vecCopy(double*, double*, double*, int, int)", 3, 19308);
   CHECK_INT(t->ops[2].corr, 3);
   CHECK_INT(t->ops[2].stream, 0);
-  CHECK(has(meta_text(t, "profiler"), "\"agent\": \"2\""));
+  CHECK(has(meta_text(t, "profiler", NULL), "\"agent\": \"2\""));
   Figures f = breakdown(t);
   CHECK_INT(f.window, 68139);
   CHECK_INT(f.busy, 19308);
@@ -331,7 +239,7 @@ static void test_api(void) {
       CHECK_INT(t->nops, 3);
       CHECK_INT(t->launches, 8);
       CHECK_INT(t->events, 11);
-      CHECK(has(meta_text(t, "profiler"), "123_hip_api_trace.csv"));
+      CHECK(has(meta_text(t, "profiler", NULL), "123_hip_api_trace.csv"));
       tp_trace_free(t);
     }
     // A sibling that is damaged fails, naming the sibling.
@@ -581,9 +489,7 @@ static void test_large(void) {
 int main(void) {
   const char *src = getenv("TPLUA_SOURCE_DIR");
   snprintf(fixtures, sizeof(fixtures), "%s/tests/fixtures/traces", src ? src : ".");
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_trace_rocprof.XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
+  if (!make_tmpdir("test_trace_rocprof")) {
     return 1;
   }
   test_sdk_docs();
