@@ -407,11 +407,6 @@ static int read_launches(Db *d) {
   return rc;
 }
 
-static bool has_prefix(const unsigned char *s, size_t n, const char *prefix) {
-  size_t m = strlen(prefix);
-  return n >= m && memcmp(s, prefix, m) == 0;
-}
-
 // Reads the NVTX ranges: ProfilerStep#N are the steps, enumerate(DataLoader)... the dataloader.
 static int read_ranges(Db *d) {
   const char *table = "NVTX_EVENTS";
@@ -445,9 +440,9 @@ static int read_ranges(Db *d) {
     }
     const unsigned char *s = sqlite3_column_text(st, 3);
     size_t n = (size_t)sqlite3_column_bytes(st, 3);
-    bool step = s && has_prefix(s, n, "ProfilerStep#");
-    bool loader = s && has_prefix(s, n, "enumerate(DataLoader)");
-    if ((!step && !loader) || !same_process(d, st, 2)) {
+    int64_t number = 0;
+    TpTraceRange kind = s ? tp_trace_range_of((const char *)s, n, &number) : TP_TRACE_RANGE_OTHER;
+    if (kind == TP_TRACE_RANGE_OTHER || !same_process(d, st, 2)) {
       t->ignored++;
       continue;
     }
@@ -459,20 +454,13 @@ static int read_ranges(Db *d) {
     if (!times_ok(d, table, row, start, end)) {
       continue;
     }
-    if (loader) {
+    if (kind == TP_TRACE_RANGE_LOADER) {
       t->ignored++;
       rc = tp_trace_add_loader(t, start, end - start);
+    } else if (kind == TP_TRACE_RANGE_BAD_STEP) {
+      bad_row(d, table, row, "text", "a ProfilerStep# range without a step number");
+      continue;
     } else {
-      int64_t number = 0;
-      size_t i = 13, digits = 0;
-      while (i < n && s[i] >= '0' && s[i] <= '9' && digits < 18) {
-        number = number * 10 + (s[i++] - '0');
-        digits++;
-      }
-      if (digits == 0 || i != n) {
-        bad_row(d, table, row, "text", "a ProfilerStep# range without a step number");
-        continue;
-      }
       rc = tp_trace_add_step(t, number, start, end - start);
     }
     if (rc != 0) {

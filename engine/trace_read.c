@@ -695,6 +695,15 @@ static bool read_number_field(Parser *x, char *tok, size_t *len, bool *is_num) {
   return true;
 }
 
+// Reads a string value into `s`, or skips a value of another kind (leaving `s` as it was).
+static bool read_str_or_skip(Parser *x, Str *s) {
+  int c = skip_ws(x);
+  if (c == '"') {
+    return read_str(x, s);
+  }
+  return c < 0 ? false : skip_value(x);
+}
+
 // After a member or an element: 1 when a ',' follows (another one comes), 0 when `close` ends
 // the container (consumed), -1 on failure (`why` when the byte is neither).
 static int next_or_close(Parser *x, char close, const char *why) {
@@ -847,19 +856,15 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
     t->ignored++;
     return true;
   }
-  if (starts_with(&x->name, "ProfilerStep#")) {
-    int64_t number = 0;
-    bool ok = x->name.len > 13 && x->name.len < 13 + 19;
-    for (size_t i = 13; ok && i < x->name.len; i++) {
-      ok = x->name.data[i] >= '0' && x->name.data[i] <= '9';
-      number = number * 10 + (x->name.data[i] - '0');
-    }
-    if (ok) {
+  int64_t number = 0;
+  switch (tp_trace_range_of(x->name.data, x->name.len, &number)) {
+    case TP_TRACE_RANGE_STEP:
       return oom(x, tp_trace_add_step(t, number, ev->ts, dur));
-    }
-  }
-  if (starts_with(&x->name, "enumerate(DataLoader)")) {
-    return oom(x, tp_trace_add_loader(t, ev->ts, dur));
+    case TP_TRACE_RANGE_LOADER:
+      return oom(x, tp_trace_add_loader(t, ev->ts, dur));
+    case TP_TRACE_RANGE_BAD_STEP:
+    case TP_TRACE_RANGE_OTHER:
+      break;
   }
   t->ignored++;
   return true;
@@ -887,28 +892,17 @@ static bool read_event(Parser *x) {
     size_t len = 0;
     bool num = false;
     if (key_is(&x->key, "ph")) {
-      if (skip_ws(x) == '"') {
-        if (!read_str(x, &x->ph)) {
-          return false;
-        }
-        ev.ph = x->ph.len == 1 ? x->ph.data[0] : '?';
-      } else if (!skip_value(x)) {
+      str_clear(&x->ph);
+      if (!read_str_or_skip(x, &x->ph)) {
         return false;
       }
+      ev.ph = x->ph.len == 1 ? x->ph.data[0] : 0;  // 0: no one-letter phase
     } else if (key_is(&x->key, "name")) {
-      if (skip_ws(x) == '"') {
-        if (!read_str(x, &x->name)) {
-          return false;
-        }
-      } else if (!skip_value(x)) {
+      if (!read_str_or_skip(x, &x->name)) {
         return false;
       }
     } else if (key_is(&x->key, "cat")) {
-      if (skip_ws(x) == '"') {
-        if (!read_str(x, &x->cat)) {
-          return false;
-        }
-      } else if (!skip_value(x)) {
+      if (!read_str_or_skip(x, &x->cat)) {
         return false;
       }
     } else if (key_is(&x->key, "ts")) {

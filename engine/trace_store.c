@@ -240,6 +240,32 @@ int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur) {
   return 0;
 }
 
+static bool name_starts(const char *name, size_t len, const char *prefix) {
+  size_t n = strlen(prefix);
+  return len >= n && memcmp(name, prefix, n) == 0;
+}
+
+TpTraceRange tp_trace_range_of(const char *name, size_t len, int64_t *number) {
+  static const char step[] = "ProfilerStep#";
+  const size_t at = sizeof(step) - 1;
+  if (name_starts(name, len, step)) {
+    if (len == at || len > at + 18) {
+      return TP_TRACE_RANGE_BAD_STEP;
+    }
+    int64_t n = 0;
+    for (size_t i = at; i < len; i++) {
+      if (name[i] < '0' || name[i] > '9') {
+        return TP_TRACE_RANGE_BAD_STEP;
+      }
+      n = n * 10 + (name[i] - '0');
+    }
+    *number = n;
+    return TP_TRACE_RANGE_STEP;
+  }
+  return name_starts(name, len, "enumerate(DataLoader)") ? TP_TRACE_RANGE_LOADER
+                                                         : TP_TRACE_RANGE_OTHER;
+}
+
 int tp_trace_add_step(TpTrace *t, int64_t number, int64_t ts, int64_t dur) {
   if (!grow((void **)&t->steps, &t->steps_cap, t->nsteps, sizeof(TpTraceStep))) {
     return TP_ENOMEM;

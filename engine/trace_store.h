@@ -46,6 +46,19 @@ typedef struct TpTraceOpIn {
   int64_t group;  ///< args "Group size", 0 when unknown
 } TpTraceOpIn;
 
+/// What a CPU range is by its name, as the PyTorch profiler names them: a profiler step
+/// (`ProfilerStep#N`), the dataloader (`enumerate(DataLoader)...`), a `ProfilerStep#` whose N is
+/// not a number of at most 18 digits, or nothing the breakdowns use.
+typedef enum TpTraceRange {
+  TP_TRACE_RANGE_OTHER,
+  TP_TRACE_RANGE_STEP,
+  TP_TRACE_RANGE_BAD_STEP,
+  TP_TRACE_RANGE_LOADER,
+} TpTraceRange;
+
+/// The kind of the CPU range named name[0, len); a step's number goes to *number.
+TpTraceRange tp_trace_range_of(const char *name, size_t len, int64_t *number);
+
 /// A new, empty trace named `path`; NULL when out of memory.
 TpTrace *tp_trace_new(const char *path);
 /// Adds a GPU op; returns 0 or TP_ENOMEM.
