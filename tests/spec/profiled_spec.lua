@@ -250,7 +250,7 @@ describe('tp.analyse.profiled.section', function()
       assert.is_false(c.groups[2].summary.gpu)
       assert.are.equal('amd has no GPU ops in its traces (a CPU-only profile)',
         c.explanations[1].missing)
-      local text = profiled.format(c)
+      local text = require('tp.present.trace').section_text(c)
       assert.is_truthy(text:find('amd: no GPU ops in the traces (a CPU-only profile): no GPU '
         .. 'breakdown', 1, true), text)
       assert.is_truthy(text:find('amd against nvd: no explanation: amd has no GPU ops', 1, true))
@@ -258,25 +258,22 @@ describe('tp.analyse.profiled.section', function()
       assert.is_nil(text:find('\n  amd +%d'), text)
     end)
 
-  it('prints as text, with the explanation rendered by the caller', function()
+  it('prints as text (tp.present.trace.section_text), with each explanation\'s table', function()
+    local section_text = require('tp.present.trace').section_text
     local sec = assert(profiled.section(set))
-    local text = profiled.format(sec, { explain = function(e)
-      return 'EXPLAINED ' .. e.labels[2] .. '\n'
-    end })
+    local text = section_text(sec)
     assert.is_truthy(text:find('profile: where the step time goes', 1, true))
     assert.is_truthy(text:find('  nvd          1      1   34.892   8.6%', 1, true), text)
     assert.is_truthy(text:find("nvd runs: nvd-megatron-prof (its record's profile.analysis)", 1,
       true), text)
     assert.is_truthy(text:find('amd runs: amd-primus-prof (read from its traces)', 1, true))
     assert.is_truthy(text:find('amd against nvd, from the traces of nvd-megatron-prof (nvd) and '
-      .. 'amd-primus-prof (amd):\nEXPLAINED amd', 1, true), text)
-    assert.is_truthy(profiled.format(sec):find('elementwise -5.298 ms/step', 1, true))
+      .. 'amd-primus-prof (amd):\nwhy amd and nvd differ: step 33.131 ms against 34.892 ms', 1,
+      true), text)
+    assert.is_truthy(text:find('largest contributors: elementwise -5.298 ms/step', 1, true))
     assert.has_error(function()
-      profiled.format(sec, { colour = true })
-    end, "tp.analyse.profiled.format: unknown option 'colour'")
-    assert.has_error(function()
-      profiled.format(sec, { explain = 'text' })
-    end, 'tp.analyse.profiled.format: explain must be a function, got string')
+      section_text('x')
+    end, 'tp.present.trace.section_text: profile section expected, got string')
     assert.has_error(function()
       profiled.section('x')
     end, 'tp.analyse.profiled.section: result set expected, got string')

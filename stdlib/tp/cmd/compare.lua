@@ -316,7 +316,7 @@ function M.run(args)
   out:write(require('tp.analyse.compare').format(cmp))
   out:write('\n')
   if profile then
-    out:write(profiled.format(profile, { explain = require('tp.present.trace').explain_text }))
+    out:write(require('tp.present.trace').section_text(profile))
     out:write('\n')
   end
   if audit.valid then

@@ -159,7 +159,7 @@ function M.markdown(model, plots, md_text)
   return L
 end
 
-local ms, pct = profiled.ms_text, profiled.pct_text
+local ms, pct = present_trace.ms_text, present_trace.pct_text
 
 local function group_row(g)
   local s = g.summary

@@ -232,7 +232,7 @@ local CONVERGENCE_MT = { __name = 'tp.convergence.Result', __tostring = function
 end }
 
 local PROFILE_MT = { __name = 'tp.analyse.profiled.Section', __tostring = function(p)
-  return profiled.format(p, { explain = require('tp.present.trace').explain_text })
+  return require('tp.present.trace').section_text(p)
 end }
 
 local function printable(t, mt)

@@ -1,7 +1,10 @@
 -- tp.present.trace: the trace breakdowns of tp.analyse.trace as text (tplua trace) and as
 -- Markdown (report.md): per rank the temporal breakdown per step and its mean, time per class,
 -- communication hidden behind compute, the host side and the top kernels; stragglers across
--- ranks; the explanation of the gap in step time between two runs.
+-- ranks; the explanation of the gap in step time between two runs; the profile section of
+-- tplua compare and the REPL (tp.analyse.profiled.section).
+
+local profiled = require('tp.analyse.profiled')
 
 local M = {}
 
@@ -34,8 +37,9 @@ local function pad(s, w, right)
   return right and s .. string.rep(' ', w - #s) or string.rep(' ', w - #s) .. s
 end
 
--- A table of rows (lists of strings) with a header, columns aligned; the first left-aligned.
-local function table_text(out, header, rows, indent)
+-- A table of rows (lists of strings) with a header, columns aligned; the first left-aligned, and
+-- the last too with `left_last` (a column of text).
+local function table_text(out, header, rows, indent, left_last)
   local widths = {}
   for i, h in ipairs(header) do
     widths[i] = #h
@@ -48,7 +52,7 @@ local function table_text(out, header, rows, indent)
   local function line(r)
     local cells = {}
     for i, c in ipairs(r) do
-      cells[i] = pad(c, widths[i], i == 1)
+      cells[i] = pad(c, widths[i], i == 1 or (left_last and i == #r))
     end
     out[#out + 1] = (indent or '  ') .. table.concat(cells, '  '):gsub('%s+$', '')
   end
@@ -289,6 +293,92 @@ function M.markdown(entries, explanations)
     end
     out[#out + 1] = string.format('| step (sum of the rows) | %s | %s | %+.3f | 100%% |',
       ms(e.step_a), ms(e.step_b), e.sum / 1e6)
+  end
+  return table.concat(out, '\n') .. '\n'
+end
+
+--- A figure already in ms as text ('-' when absent), as the profile tables print it.
+function M.ms_text(v)
+  return type(v) == 'number' and string.format('%.3f', v) or '-'
+end
+
+--- A share as text ('12.3%'; '-' when either part is absent or the whole is 0).
+function M.pct_text(part, whole)
+  if type(part) ~= 'number' or type(whole) ~= 'number' or whole == 0 then
+    return '-'
+  end
+  return string.format('%.1f%%', 100 * part / whole)
+end
+
+local FROM = { record = "its record's profile.analysis", traces = 'read from its traces' }
+
+--- The profile section of tp.analyse.profiled.section as text (tplua compare, the REPL): each
+--- group's mean step, where its figures come from, and each explanation's table.
+---```lua
+---io.write(tp.present.trace.section_text(tp.analyse.profiled.section(R)))
+---```
+---@param sec tp.analyse.profiled.Section
+---@return string
+function M.section_text(sec)
+  if type(sec) ~= 'table' or type(sec.groups) ~= 'table' then
+    error('tp.present.trace.section_text: profile section expected, got ' .. type(sec), 2)
+  end
+  local out = { string.format('profile: where the step time goes, from the profiler traces '
+    .. '(ms per step on the GPU, the mean of each %s\'s profiled runs)', sec.by) }
+  local rows = { { sec.by, 'runs', 'ranks', 'step ms', 'idle', 'compute', 'non-compute',
+    'comm exposed', 'host wait', 'largest classes' } }
+  local notes = {}
+  for _, g in ipairs(sec.groups) do
+    local s = g.summary
+    if s and s.gpu then
+      local top = {}
+      for i, c in ipairs(profiled.classes_by_time(s)) do
+        if i > 3 then
+          break
+        end
+        top[i] = string.format('%s %.3f', c.name, c.ms)
+      end
+      rows[#rows + 1] = { tostring(g.value), tostring(s.runs), tostring(s.ranks),
+        M.ms_text(s.window_ms), M.pct_text(s.idle_ms, s.window_ms),
+        M.pct_text(s.compute_ms, s.window_ms), M.pct_text(s.non_compute_ms, s.window_ms),
+        M.ms_text(s.comm_exposed_ms), M.ms_text(s.host_wait_ms),
+        table.concat(top, ', ') }
+    elseif s then
+      notes[#notes + 1] = string.format('%s: no GPU ops in the traces (a CPU-only profile): no '
+        .. 'GPU breakdown', tostring(g.value))
+    end
+    if #g.runs > 0 then
+      local used = {}
+      for i, id in ipairs(g.runs) do
+        used[i] = string.format('%s (%s)', id, FROM[g.from[id]] or tostring(g.from[id]))
+      end
+      notes[#notes + 1] = string.format('%s runs: %s', tostring(g.value),
+        table.concat(used, ', '))
+    end
+    for _, e in ipairs(g.errors) do
+      notes[#notes + 1] = string.format('%s: not analysed: %s', tostring(g.value), e)
+    end
+    for _, w in ipairs(s and s.warnings or {}) do
+      notes[#notes + 1] = 'warning: ' .. w
+    end
+  end
+  if #rows > 1 then
+    table_text(out, rows[1], { table.unpack(rows, 2) }, '  ', true)
+  end
+  for _, n in ipairs(notes) do
+    out[#out + 1] = '  ' .. n
+  end
+  for _, x in ipairs(sec.explanations) do
+    out[#out + 1] = ''
+    if x.explanation then
+      out[#out + 1] = string.format('%s against %s, from the traces of %s (%s) and %s (%s):',
+        tostring(x.group), tostring(x.baseline), x.runs[1], tostring(x.baseline), x.runs[2],
+        tostring(x.group))
+      out[#out + 1] = (M.explain_text(x.explanation):gsub('\n$', ''))
+    else
+      out[#out + 1] = string.format('%s against %s: no explanation: %s', tostring(x.group),
+        tostring(x.baseline), x.missing)
+    end
   end
   return table.concat(out, '\n') .. '\n'
 end
