@@ -49,6 +49,38 @@ describe('tplua mlperf score', function()
     assert.are.equal(5, #doc.runs[1].evals)
   end)
 
+  it('prints throughput as the logs track it (AMD throughput, NVIDIA train_step_time)',
+    function()
+      -- The mean of each run's logged values, read here from the file's text.
+      local function mean_of(path, name)
+        local sum, n = 0, 0
+        for v in h.read(path):gmatch('"tracked_stats", "value": {"' .. name
+          .. '": ([%d.eE+-]+)}') do
+          sum, n = sum + tonumber(v), n + 1
+        end
+        return sum / n, n
+      end
+      for _, s in ipairs({ { AMD, 'throughput' }, { NVIDIA, 'train_step_time' } }) do
+        local r = h.run({ 'mlperf', 'score', s[1] })
+        assert.is_truthy(r.stdout:find('\nthroughput as the logs track it (tracked_stats: mean, '
+          .. 'count)\n', 1, true))
+        for i = 0, 9 do
+          local m, n = mean_of(string.format('%s/result_%d.txt', s[1], i), s[2])
+          assert.is_true(n >= 5)
+          assert.is_truthy(r.stdout:find(string.format('\n  result_%d.txt  %s %.4f (%d)\n', i,
+            s[2], m, n), 1, true))
+        end
+        local doc = json.decode(h.run({ 'mlperf', 'score', s[1], '--json' }).stdout)
+        local m, n = mean_of(s[1] .. '/result_0.txt', s[2])
+        assert.are.equal(n, #doc.runs[1].tracked_stats[s[2]])
+        local sum = 0
+        for _, v in ipairs(doc.runs[1].tracked_stats[s[2]]) do
+          sum = sum + v
+        end
+        assert.is_true(math.abs(sum / n - m) < 1e-12)
+      end
+    end)
+
   it('gives no score, with a finding, when runs are missing or damaged', function()
     local dir = h.tmpdir()
     for i = 0, 3 do
@@ -72,7 +104,7 @@ describe('tplua mlperf score', function()
     assert.is_truthy(r.stderr:find(dir .. ': no result_*.txt file', 1, true))
     r = h.run({ 'mlperf' })
     assert.are.equal(2, r.code)
-    assert.is_truthy(r.stderr:find('no subcommand given (score, compare)', 1, true))
+    assert.is_truthy(r.stderr:find('no subcommand given (score, compare, export)', 1, true))
     r = h.run({ 'mlperf', 'rank', dir })
     assert.are.equal(2, r.code)
     assert.is_truthy(r.stderr:find("unknown subcommand 'rank'", 1, true))
@@ -122,7 +154,7 @@ describe('tplua mlperf compare', function()
     assert.are_not.equal(d.time_ratio_ci.lo, other.time_ratio_ci.lo)
   end)
 
-  it('refuses two different benchmarks, and wants two directories', function()
+  it('refuses two different benchmarks, and wants two directories or more', function()
     local dir = h.tmpdir()
     local text = h.read(AMD .. '/result_0.txt'):gsub('"value": "llama2_70b_lora"',
       '"value": "llama31_8b"')
@@ -133,6 +165,7 @@ describe('tplua mlperf compare', function()
       .. dir .. ' is llama31_8b', 1, true))
     r = h.run({ 'mlperf', 'compare', AMD })
     assert.are.equal(2, r.code)
-    assert.is_truthy(r.stderr:find('compare takes two directories, A and B', 1, true))
+    assert.is_truthy(r.stderr:find('compare takes two or more directories, A (the baseline) and '
+      .. 'B...', 1, true))
   end)
 end)

@@ -1,11 +1,15 @@
 -- tp.analyse.mlperf: MLPerf Training results (`:::MLLOG {json}` result_*.txt files of a
 -- submission's results/<system>/<benchmark>/ directory) read and scored by MLPerf's own rules:
 -- time to train per run (run_start to run_stop), the runs each benchmark needs, the olympic
--- mean, non-converged runs dropped, the review's scaling.json. The rules and their sources in
--- mlcommons/logging are in docs/mlperf.md.
+-- mean, non-converged runs dropped, the review's scaling.json, the reference convergence point
+-- (RCP) check and its normalisation (_mlperf_rcp); and tplua's run records written as MLLOG
+-- lines (_mlperf_export). The rules and their sources in mlcommons/logging are in
+-- docs/mlperf.md.
 local json = require('tp.json')
 local fs = require('tp.fs')
 local stats = require('tp.stats')
+local rcp = require('tp.analyse._mlperf_rcp')
+local export = require('tp.analyse._mlperf_export')
 
 local M = {}
 
@@ -19,6 +23,15 @@ M.RUN_COUNTS = {
 }
 
 local TOKEN <const> = ':::MLLOG '
+
+-- The tracked_stats values a run keeps: throughput as the submitters' code logs it (AMD's
+-- `throughput`, NVIDIA's `train_step_time`; MLPerf defines neither, so they stay as logged).
+local TRACKED <const> = { throughput = true, train_step_time = true }
+
+-- The submission_* keys a run keeps (the first of each), and the field each goes to.
+local SUBMISSION <const> = { submission_benchmark = 'benchmark', submission_org = 'org',
+  submission_division = 'division', submission_status = 'submission_status',
+  submission_platform = 'platform' }
 
 --- Runs dropped at each end by the olympic mean: 4 for unet3d, 1 for every other benchmark
 --- (result_summarizer.py, `max_dropped_scores`).
@@ -40,7 +53,13 @@ end
 --- samples_count=, time_ms=} in order),
 --- `samples_to_converge` (the last eval's samples_count, else its epoch_num), `findings` (each
 --- naming the file and line) and `ok` (scored: both ends found, no damaged line, status
---- success). A damaged MLLOG line is a finding, not a raise.
+--- success). Also `org`, `division`, `submission_status`, `platform` (the other submission_*
+--- keys), `global_batch_size` and `opt_base_learning_rate` (the last logged), `train_losses`
+--- ({value=, samples_count=, step_num=, time_ms=} of the train_loss events), `counts`
+--- (block_start and epoch_start events), `tracked` ({throughput = {...}, train_step_time =
+--- {...}}: the tracked_stats values as logged), `stop_samples` (run_stop's samples_count) and
+--- `conv` ({samples_count=, epoch_num=} of the last eval_accuracy or eval_error before
+--- run_stop: the RCP checker's convergence point). A damaged MLLOG line is a finding, not a raise.
 ---```lua
 ---local run = mlperf.parse_text(text, 'result_0.txt')
 ---print(run.minutes, run.status)
@@ -49,8 +68,9 @@ end
 ---@param file string the name used in findings
 ---@return table run
 function M.parse_text(text, file)
-  local run = { file = file, evals = {}, findings = {} }
-  local damaged, lineno = false, 0
+  local run = { file = file, evals = {}, findings = {}, train_losses = {}, counts = {},
+    tracked = {} }
+  local damaged, lineno, conv = false, 0, nil
   for line in (text:sub(-1) == '\n' and text or text .. '\n'):gmatch('([^\n]*)\n') do
     lineno = lineno + 1
     local at = line:find(TOKEN, 1, true)
@@ -63,8 +83,24 @@ function M.parse_text(text, file)
           'damaged MLLOG line (%s): run not scored', err or 'no time_ms or key')
       else
         local meta = type(ev.metadata) == 'table' and ev.metadata or {}
-        if ev.key == 'submission_benchmark' and not run.benchmark then
-          run.benchmark = ev.value
+        local sub = SUBMISSION[ev.key]
+        if sub then
+          run[sub] = run[sub] or ev.value
+        elseif ev.key == 'global_batch_size' or ev.key == 'opt_base_learning_rate' then
+          run[ev.key] = ev.value
+        elseif ev.key == 'train_loss' then
+          run.train_losses[#run.train_losses + 1] = { value = ev.value,
+            samples_count = meta.samples_count, step_num = meta.step_num, time_ms = ms }
+        elseif ev.key == 'tracked_stats' and type(ev.value) == 'table' then
+          for name, v in pairs(ev.value) do
+            if TRACKED[name] and type(v) == 'number' then
+              local t = run.tracked[name] or {}
+              run.tracked[name] = t
+              t[#t + 1] = v
+            end
+          end
+        elseif ev.key == 'block_start' or ev.key == 'epoch_start' then
+          run.counts[ev.key] = (run.counts[ev.key] or 0) + 1
         elseif (ev.key == 'accelerators_per_node' or ev.key == 'number_of_nodes')
           and math.tointeger(ev.value) and not run[ev.key] then
           run[ev.key] = math.tointeger(ev.value)
@@ -77,11 +113,16 @@ function M.parse_text(text, file)
             run[field] = ms
             if ev.key == 'run_stop' then
               run.status = meta.status
+              run.stop_samples = meta.samples_count
+              run.conv = conv
             end
           end
-        elseif ev.key == 'eval_accuracy' then
-          run.evals[#run.evals + 1] = { value = ev.value, epoch_num = meta.epoch_num,
-            samples_count = meta.samples_count, time_ms = ms }
+        elseif ev.key == 'eval_accuracy' or ev.key == 'eval_error' then
+          conv = { epoch_num = meta.epoch_num, samples_count = meta.samples_count }
+          if ev.key == 'eval_accuracy' then
+            run.evals[#run.evals + 1] = { value = ev.value, epoch_num = meta.epoch_num,
+              samples_count = meta.samples_count, time_ms = ms }
+          end
         end
       end
     end
@@ -134,16 +175,21 @@ function M.olympic_mean(scores, dropped, max_dropped)
 end
 
 --- Scores parsed runs by MLPerf's rules. `opts.benchmark` names the benchmark when the files do
---- not; `opts.scaling_factor` (default 1) multiplies the olympic mean. Returns `benchmark`,
---- `required` (nil when the benchmark is unknown), `runs`, `scored`, `dropped`, `max_dropped`,
---- `olympic` (minutes, before scaling), `scaling_factor`, `score` (nil when there is none) and
---- `findings` (the runs' and the directory's).
+--- not; `opts.scaling_factor` is the review's scaling.json factor (nil: none). The RCP check
+--- (tp.analyse._mlperf_rcp, `opts.ruleset`, `opts.rcp_file`; `opts.rcp = false` skips it)
+--- gives `rcp`; without a scaling.json, a passed check's normalisation factor (RCP mean /
+--- the submission's mean samples to converge, when above 1) scales the score, as the
+--- summarizer's scaling.json would. Returns `benchmark`, `required` (nil when the benchmark
+--- is unknown), `runs`, `scored`, `dropped`, `max_dropped`, `olympic` (minutes, before
+--- scaling), `scaling_factor`, `scaling_source` ('scaling.json', 'rcp' or nil), `rcp`,
+--- `score` (nil when there is none) and `findings` (the runs' and the directory's).
 ---@param runs table[] from parse_text
----@param opts? {benchmark?: string, scaling_factor?: number}
+---@param opts? {benchmark?: string, scaling_factor?: number, ruleset?: string,
+---  rcp_file?: string, rcp?: boolean}
 ---@return table result
 function M.score(runs, opts)
   opts = opts or {}
-  local r = { runs = runs, findings = {}, scaling_factor = opts.scaling_factor or 1 }
+  local r = { runs = runs, findings = {}, scaling_factor = 1 }
   local scores = {}
   for _, run in ipairs(runs) do
     r.benchmark = r.benchmark or run.benchmark
@@ -172,11 +218,35 @@ function M.score(runs, opts)
       '%d runs not scored, at most %d may be: too many non-converged runs, no score',
       r.dropped, r.max_dropped)
   end
+  if opts.rcp ~= false then
+    r.rcp = rcp.check(runs, r.benchmark, r.required, { ruleset = opts.ruleset,
+      file = opts.rcp_file })
+    M.rcp_findings(r)
+  end
+  if opts.scaling_factor then
+    r.scaling_factor, r.scaling_source = opts.scaling_factor, 'scaling.json'
+  elseif r.rcp and r.rcp.pass and r.rcp.norm_factor > 1 then
+    r.scaling_factor, r.scaling_source = r.rcp.norm_factor, 'rcp'
+  end
   r.olympic = M.olympic_mean(scores, r.dropped, r.max_dropped)
   if r.olympic and (not r.required or #runs >= r.required) then
     r.score = r.olympic * r.scaling_factor
   end
   return r
+end
+
+--- Adds the findings of `r.rcp` to `r.findings`: a failed check, a check that could not run,
+--- a scaling.json factor that is not the RCP normalisation.
+---@param r table from score
+function M.rcp_findings(r)
+  local v = r.rcp
+  if v.pass == false then
+    r.findings[#r.findings + 1] = string.format('RCP check failed (training %s): %s: MLPerf '
+      .. 'does not accept this result unless its review bypasses the check', v.ruleset,
+      v.message)
+  elseif v.kind == 'error' then
+    r.findings[#r.findings + 1] = 'RCP check not run: ' .. v.reason
+  end
 end
 
 --- Reads and scores one results/<system>/<benchmark>/ directory: its result_*.txt files and
@@ -187,9 +257,11 @@ end
 ---print(r.score)
 ---```
 ---@param dir string
+---@param opts? {ruleset?: string, rcp_file?: string, rcp?: boolean} as for score
 ---@return table|nil result
 ---@return string? err
-function M.score_dir(dir)
+function M.score_dir(dir, opts)
+  opts = opts or {}
   local entries, lerr = fs.list(dir)
   if not entries then
     return nil, string.format('%s: %s', dir, tostring(lerr))
@@ -219,7 +291,7 @@ function M.score_dir(dir)
     end
     runs[#runs + 1] = M.parse_text(text, name)
   end
-  local factor = 1
+  local factor
   local scaling = fs.join(dir, 'scaling.json')
   if fs.is_file(scaling) then
     local doc, err = json.load_file(scaling)
@@ -229,9 +301,15 @@ function M.score_dir(dir)
     factor = doc.scaling_factor
   end
   local base = dir:gsub('/+$', ''):match('([^/]+)$')
-  local r = M.score(runs, { benchmark = base, scaling_factor = factor })
+  local r = M.score(runs, { benchmark = base, scaling_factor = factor, ruleset = opts.ruleset,
+    rcp_file = opts.rcp_file, rcp = opts.rcp })
   r.dir = dir
-  r.has_scaling = factor ~= 1 or fs.is_file(scaling)
+  local v = r.rcp
+  if factor and v and v.pass and math.abs(v.norm_factor - factor) > 1e-9 * factor then
+    r.findings[#r.findings + 1] = string.format('scaling.json\'s factor %.6f is not the RCP '
+      .. 'normalisation %.6f (training %s): the published factor is used', factor,
+      v.norm_factor, v.ruleset)
+  end
   return r
 end
 
@@ -263,7 +341,8 @@ local function side(r)
   local minutes = scored_values(r, 'minutes')
   local samples = scored_values(r, 'samples_to_converge')
   local s = { dir = r.dir, score = r.score, olympic = r.olympic, scored = r.scored,
-    dropped = r.dropped, minutes = minutes, accelerators = M.accelerators(r) }
+    dropped = r.dropped, minutes = minutes, accelerators = M.accelerators(r), rcp = r.rcp,
+    scaling_factor = r.scaling_factor, scaling_source = r.scaling_source, result = r }
   if #minutes > 0 then
     s.mean_minutes = stats.mean(minutes)
   end
@@ -319,25 +398,105 @@ function M.compare(a, b, opts)
   end
   c.ci = stats.bootstrap_ratio_ci(c.b.minutes, c.a.minutes,
     { seed = c.seed, level = c.level, resamples = c.resamples })
+  c.flags = {}
+  for _, name in ipairs({ 'a', 'b' }) do
+    local flag = M.rcp_flag(c[name].rcp)
+    if flag then
+      c.flags[#c.flags + 1] = string.format('%s (%s): %s', name:upper(), c[name].dir or '?', flag)
+    end
+  end
   return c
+end
+
+--- Why a side's convergence is flagged, from its RCP verdict: outside the band (its mean
+--- samples to converge below the smallest the RCP accepts), a failed check of another kind,
+--- or a check that could not run; nil when it passed or does not apply (open division).
+---@param v? table an RCP verdict (score's `rcp`)
+---@return string|nil
+function M.rcp_flag(v)
+  if not v then
+    return nil
+  end
+  if v.pass == false and v.min_mean then
+    return string.format('convergence outside the RCP band: mean %s %.1f < %.1f, the least '
+      .. 'the RCP (BS %s, mean %.1f) accepts (%s)', v.unit or 'samples to converge', v.mean,
+      v.min_mean, tostring(v.rcp.bs), v.rcp.mean, v.message)
+  elseif v.pass == false then
+    return 'RCP check failed: ' .. v.message
+  elseif v.kind == 'error' then
+    return 'RCP check not run: ' .. v.reason
+  end
+  return nil
 end
 
 --- Reads, scores and compares two results/<system>/<benchmark>/ directories (see compare).
 ---@param dir_a string the baseline
 ---@param dir_b string
----@param opts? {seed?: integer, level?: number, resamples?: integer}
+---@param opts? {seed?: integer, level?: number, resamples?: integer, ruleset?: string,
+---  rcp_file?: string}
 ---@return table|nil comparison
 ---@return string? err
 function M.compare_dirs(dir_a, dir_b, opts)
-  local a, aerr = M.score_dir(dir_a)
+  opts = opts or {}
+  local sopts = { ruleset = opts.ruleset, rcp_file = opts.rcp_file }
+  local a, aerr = M.score_dir(dir_a, sopts)
   if not a then
     return nil, aerr
   end
-  local b, berr = M.score_dir(dir_b)
+  local b, berr = M.score_dir(dir_b, sopts)
   if not b then
     return nil, berr
   end
-  return M.compare(a, b, opts)
+  return M.compare(a, b, { seed = opts.seed, level = opts.level, resamples = opts.resamples })
 end
+
+--- Whether `path` is an MLPerf submission directory: a directory whose result_*.txt files
+--- (the first of them, read up to 64 KiB) hold `:::MLLOG ` lines.
+---@param path string
+---@return boolean
+function M.is_submission_dir(path)
+  if not fs.is_dir(path) then
+    return false
+  end
+  local entries = fs.list(path) or {}
+  local names = {}
+  for _, e in ipairs(entries) do
+    if e.name:match('^result_.*%.txt$') and e.type ~= 'directory' then
+      names[#names + 1] = e.name
+    end
+  end
+  table.sort(names)
+  if #names == 0 then
+    return false
+  end
+  local f = io.open(fs.join(path, names[1]), 'rb')
+  if not f then
+    return false
+  end
+  local head = f:read(65536) or ''
+  f:close()
+  return head:find(TOKEN, 1, true) ~= nil
+end
+
+--- How many of `paths` are MLPerf submission directories (is_submission_dir).
+---@param paths string[]
+---@return integer
+function M.count_submission_dirs(paths)
+  local n = 0
+  for _, p in ipairs(paths) do
+    if M.is_submission_dir(p) then
+      n = n + 1
+    end
+  end
+  return n
+end
+
+--- The MLLOG lines of a run record, and writing them (tp.analyse._mlperf_export): `export_lines
+--- (rec, name, opts)` returns the lines and a summary; `export(record_path, out_path, opts)`
+--- writes them atomically. `opts`: benchmark, org, division, status, platform (the
+--- submission_* values).
+M.export_lines = export.lines
+M.export = export.write
+M.export_status = export.status
 
 return M

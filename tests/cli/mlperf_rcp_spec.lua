@@ -1,0 +1,160 @@
+-- tplua mlperf score: the RCP check, one case per rule (tests/fixtures/mlperf/rcp/cases.json:
+-- each case's result files are written here from its runs, the same lines from which MLPerf's
+-- own rcp_checker gave the expected verdict, SOURCES.md), and the real AMD and NVIDIA v5.1
+-- submissions (both pass, RCP found, with the normalisation factor of their scaling.json).
+local h = require('helper')
+local json = require('tp.json')
+local materialise = require('cli.mlperf_cases').materialise
+
+local RCP = h.fixture('mlperf/rcp')
+local AMD = h.fixture('mlperf/amd_MI355X_EPYC_9575F_pytorch_llama2_70b_lora')
+local NVIDIA = h.fixture('mlperf/nvidia_theia_ngpu8_ngc25.09_nemo_llama2_70b_lora')
+local function score(dir, extra)
+  local args = { 'mlperf', 'score', dir, '--json' }
+  table.move(extra or {}, 1, #(extra or {}), #args + 1, args)
+  local r = h.run(args)
+  assert.are.equal('', r.stderr)
+  return json.decode(r.stdout), r
+end
+
+local function near(want, got, tol, what)
+  assert(type(got) == 'number', what .. ': no number')
+  assert(math.abs(want - got) <= tol, string.format('%s: want %.12g, got %.12g', what, want, got))
+end
+
+local cases = require('cli.mlperf_cases').cases()
+
+describe('tplua mlperf score: the RCP check, rule by rule', function()
+  it('has a case for each rule', function()
+    assert.is_true(#cases >= 19)
+  end)
+  for _, case in ipairs(cases) do
+    it(case.name .. ': ' .. case.rule, function()
+      local dir = materialise(case)
+      local extra = { '--ruleset', case.ruleset }
+      if case.rcp_file then
+        extra[#extra + 1] = '--rcp-file'
+        extra[#extra + 1] = RCP .. '/' .. case.rcp_file
+      end
+      local doc = score(dir, extra)
+      local v, want = doc.rcp, case.expected
+      assert.is_table(v)
+      if want.kind then
+        assert.are.equal(want.kind, v.kind)
+      end
+      if want.pass ~= nil then
+        assert.are.equal(want.pass, v.pass)
+      else
+        assert.is_nil(v.pass)
+      end
+      if want.message then
+        assert.are.equal(want.message, v.message)
+      end
+      if want.rcp_bs and v.rcp then
+        assert.are.equal(want.rcp_bs, v.rcp.bs)
+        near(want.rcp_mean, v.rcp.mean, 1e-9, 'RCP mean')
+        near(want.min_mean, v.min_mean, 1e-3, 'least accepted mean')
+        near(want.mean, v.mean, 1e-4, 'submission mean')
+        near(want.norm_factor, v.norm_factor, 1e-12, 'normalisation factor')
+      else
+        assert.is_nil(want.rcp_bs)
+      end
+      -- Without a scaling.json, a passed check's factor above 1 scales the score.
+      if want.pass and want.norm_factor and want.norm_factor > 1 then
+        assert.are.equal('rcp', doc.scaling_source)
+        near(want.norm_factor, doc.scaling_factor, 1e-12, 'scaling factor')
+        if doc.olympic then
+          near(doc.olympic * want.norm_factor, doc.score, 1e-9, 'score')
+        end
+      else
+        assert.is_nil(doc.scaling_source)
+        assert.are.equal(1, doc.scaling_factor)
+      end
+      if want.pass == false then
+        local found = false
+        for _, f in ipairs(doc.findings) do
+          found = found or f:find('RCP check failed', 1, true) ~= nil
+        end
+        assert.is_true(found)
+      end
+    end)
+  end
+
+  it('prints the verdict, the reference and the submission in text', function()
+    local case
+    for _, c in ipairs(cases) do
+      if c.name == 'found_too_fast' then
+        case = c
+      end
+    end
+    local r = h.run({ 'mlperf', 'score', materialise(case) })
+    assert.is_truthy(r.stdout:find('RCP check (training 5.1.0, pruned RCPs): FAILED, RCP found',
+      1, true))
+    assert.is_truthy(r.stdout:find('reference: llama2_70b_lora_ref_8, BS 8: mean samples to '
+      .. 'converge 3178.67, stdev 299.91, least accepted mean 2960.63', 1, true))
+    assert.is_truthy(r.stdout:find('submission: BS 8, mean samples to converge 2688.00 (olympic) '
+      .. '< 2960.63; normalisation factor 1.182540', 1, true))
+  end)
+
+  it('says when the ruleset has no RCP data, and refuses a malformed ruleset', function()
+    local doc = score(AMD, { '--ruleset', '4.1.0' })
+    assert.are.equal('error', doc.rcp.kind)
+    assert.is_truthy(doc.rcp.reason:find('no RCP data for llama2_70b_lora in training ruleset '
+      .. '4.1.0', 1, true))
+    local r = h.run({ 'mlperf', 'score', AMD, '--ruleset', 'v5' })
+    assert.are.equal(2, r.code)
+    assert.is_truthy(r.stderr:find("option '--ruleset': 'v5' is not a version like 5.1.0", 1,
+      true))
+  end)
+
+  it('names a damaged RCP file', function()
+    local dir = h.tmpdir()
+    h.write(dir .. '/bad.json', '{"x": {"Benchmark": "llama2_70b_lora", "BS": 8}}')
+    local doc = score(AMD, { '--rcp-file', dir .. '/bad.json' })
+    assert.are.equal('error', doc.rcp.kind)
+    assert.is_truthy(doc.rcp.reason:find(dir .. '/bad.json: record x: needs a number BS and a '
+      .. 'list "samples to converge"', 1, true))
+  end)
+end)
+
+describe('tplua mlperf score: the RCP check of the real v5.1 submissions', function()
+  -- MLPerf's rcp_checker (training 5.1.0, pruned RCPs) on these directories: both "RCP found,
+  -- RCP test PASSED", factors 3178.6666666666665 / 3168.0 and / 3072.0 (EXPECTED.md).
+  for _, s in ipairs({ { 'AMD MI355X', AMD, 3168.0, 1.0033670033670032 },
+    { 'NVIDIA 8-GPU', NVIDIA, 3072.0, 1.034722222222222 } }) do
+    it(s[1] .. ' passes, RCP found, its normalisation the scaling.json factor', function()
+      local doc = score(s[2])
+      assert.is_true(doc.rcp.pass)
+      assert.are.equal('RCP found', doc.rcp.message)
+      assert.are.equal(8, doc.rcp.bs)
+      near(s[3], doc.rcp.mean, 1e-9, 'mean')
+      near(2960.6339616775513, doc.rcp.min_mean, 1e-3, 'least accepted mean')
+      near(s[4], doc.rcp.norm_factor, 1e-12, 'factor')
+      assert.are.equal('scaling.json', doc.scaling_source)
+      near(s[4], doc.scaling_factor, 1e-15, 'scaling.json factor')
+      assert.are.equal(0, #doc.findings)
+    end)
+  end
+
+  it('scales by the RCP normalisation when the directory has no scaling.json', function()
+    local dir = h.tmpdir()
+    for i = 0, 9 do
+      h.write(dir .. '/result_' .. i .. '.txt', h.read(NVIDIA .. '/result_' .. i .. '.txt'))
+    end
+    local doc = score(dir)
+    assert.are.equal('rcp', doc.scaling_source)
+    near(5.971267693865741, doc.score, 1e-9, 'score')
+  end)
+
+  it('names a scaling.json factor that is not the RCP normalisation', function()
+    local dir = h.tmpdir()
+    for i = 0, 9 do
+      h.write(dir .. '/result_' .. i .. '.txt', h.read(AMD .. '/result_' .. i .. '.txt'))
+    end
+    h.write(dir .. '/scaling.json', '{"scaling_factor": 1.5}')
+    local doc = score(dir)
+    assert.are.equal('scaling.json', doc.scaling_source)
+    assert.is_truthy(doc.findings[1]:find("scaling.json's factor 1.500000 is not the RCP "
+      .. 'normalisation 1.003367', 1, true))
+  end)
+end)
