@@ -49,6 +49,14 @@ const char *tp_error_name(int code) {
       return "EINVAL";
     case TP_ENOMEM:
       return "ENOMEM";
+    case TP_ENOTDB:
+      return "ENOTDB";
+    case TP_ECONNECT:
+      return "ECONNECT";
+    case TP_EAUTH:
+      return "EAUTH";
+    case TP_EDB:
+      return "EDB";
     default:
       break;
   }

@@ -15,6 +15,10 @@ enum {
   TP_ETIMEOUT = -5003,  ///< an operation ran past its deadline
   TP_EINVAL = -5004,    ///< invalid argument detected by the engine
   TP_ENOMEM = -5005,    ///< allocation failed
+  TP_ENOTDB = -5006,    ///< a file that is not a database, or a damaged one
+  TP_ECONNECT = -5007,  ///< a database server cannot be reached
+  TP_EAUTH = -5008,     ///< a database server refused the credentials
+  TP_EDB = -5009,       ///< any other error reported by a database
 };
 
 /// What went wrong, filled by engine calls that can fail. `msg` reads "<subject>: <reason>".
