@@ -34,7 +34,8 @@ end
 -- the packages, and the short names the moved modules keep (tp.compare, tp.config, ...).
 local COMPLETE = {}
 for _, name in ipairs({ 'json', 'yaml', 'fs', 'cli', 'secrets', 'proc', 'stats', 'gpu', 'catalog',
-  'launch', 'frameworks', 'data', 'plan', 'parse', 'run', 'analyse', 'present', 'experiment' }) do
+  'launch', 'frameworks', 'data', 'plan', 'parse', 'run', 'analyse', 'present', 'history',
+  'experiment' }) do
   COMPLETE[name] = true
 end
 do

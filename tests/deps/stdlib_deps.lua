@@ -21,6 +21,7 @@ local LAYERS = {
   'tp.run', -- how it runs: one run, campaigns, live sampling, preflight, provenance
   'tp.analyse', -- what is concluded: results, statistics of repeats, compare, audit, convergence
   'tp.present', -- what is shown: reports, plots, pretty-printing, the REPL's helpers
+  'tp.history', -- every run kept in a database: store, import, change points, views, dashboard
   'tp.experiment', -- the recipe API: plans, runs, and summarises an experiment
   'tp.cmd', -- the commands of the tplua binary
 }

@@ -15,6 +15,8 @@ are loaded as `R`, with these helpers:
   audit(R)                       the fairness audit (tp.audit)
   convergence(R)                 the loss-curve checks (tp.convergence)
   report(R, 'out')               writes report.md, report.html and plots into out/
+Without DIR as well: H = tp.history.open() opens the run history (docs/history.md);
+  H:series{platform = 'amd'} lists series as a table, H:points(key) gives their runs.
 Exit status: 0 at end of input; 1 when no DIR exists.]],
 }
 
