@@ -28,7 +28,12 @@ benchmark_*.json) found in the DIRs (recursively) or named as FILEs, then prints
   - for profiled runs (their records' profile.analysis, or the PyTorch profiler traces
     they list): each group's mean step on the GPU (idle, compute, non-compute, time per
     class of kernel) and, between the baseline and each other group, the explanation of
-    the gap in step time from the traces of one run per group (docs/analysis.md).
+    the gap in step time from the traces of one run per group (docs/analysis.md);
+  - when a DIR holds a configuration search (search-<platform>.json): each rung, its
+    candidates kept and dropped and why (tokens/s and interval against the bound), the
+    best, the GPU-time against the full grid's (docs/search.md).
+Given MLPerf Training submission directories (results/<system>/<benchmark>/ of result_*.txt)
+instead, it prints what `tplua mlperf compare` prints for them (docs/mlperf.md).
 
 options:
   --by KEY             group runs by this field (default platform; e.g. framework, gbs)
@@ -142,6 +147,21 @@ function M.run(args)
   if #inputs == 0 then
     return usage_error('no DIR or FILE given')
   end
+  -- MLPerf Training submission directories (result_*.txt): compared as `tplua mlperf compare`.
+  local n_mlperf = require('tp.analyse.mlperf').count_submission_dirs(inputs)
+  if n_mlperf > 0 then
+    for k in pairs(opts) do
+      if k ~= 'json' and k ~= 'seed' then
+        return usage_error(string.format("option '--%s' is not for MLPerf submission "
+          .. 'directories (they take --json and --seed)', k:gsub('_', '-')))
+      end
+    end
+    if n_mlperf < #inputs or #inputs < 2 then
+      return usage_error('MLPerf submission directories are compared with each other: give two '
+        .. 'or more of them and no run records')
+    end
+    return require('tp.cmd.mlperf').compare_main(inputs, opts, 'tplua compare')
+  end
   if opts.csv == '' then
     return usage_error("option '--csv' needs a FILE (or - for standard output)")
   end
@@ -242,6 +262,11 @@ function M.run(args)
     io.stderr:write(string.format('tplua compare: wrote %s\n', opts.csv))
   end
 
+  -- What a configuration search in the directories decided (tp.present.search).
+  local searches = {}
+  for i, s in ipairs((require('tp.present.search').find(inputs))) do
+    searches[i] = s.doc
+  end
   if opts.json then
     local json = require('tp.json')
     local runs = json.array()
@@ -275,6 +300,7 @@ function M.run(args)
       comparison = cmp,
       stack = stack,
       profile = profile or json.null,
+      searches = json.array(searches),
       valid = audit.valid,
       exit_status = status,
     }
@@ -318,6 +344,9 @@ function M.run(args)
   if profile then
     out:write(require('tp.present.trace').section_text(profile))
     out:write('\n')
+  end
+  for _, doc in ipairs(searches) do
+    out:write(table.concat(require('tp.present.search').lines(doc), '\n'), '\n\n')
   end
   if audit.valid then
     local nw = audit.counts.warning or 0

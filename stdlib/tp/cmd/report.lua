@@ -12,6 +12,9 @@ Loads the run records (and tprimat-era results) under DIR... and writes into --o
   report.html    the same, self-contained (inline CSS and SVG plots, no script)
   throughput.{png,svg}  step_time.{png,svg}  loss.{png,svg}  memory.{png,svg}  mfu.{png,svg}
                  drawn by gnuplot (a plot without data is named in the report instead)
+Given MLPerf Training submission directories (results/<system>/<benchmark>/ of result_*.txt),
+it writes their comparison (tplua mlperf compare, RCP flags included) and eval_accuracy.{png,svg}
+(every run's eval accuracy against samples) instead (docs/mlperf.md).
 Options:
   --out DIR            output directory (created when missing; files replaced atomically)
   --by KEY             split the runs by this field (default platform; any result field,
@@ -32,6 +35,45 @@ Options:
 Exit status: 0 written (even when the comparison is not fair: the report says so), 1 nothing
 to report or a file could not be written, 2 usage error.]],
 }
+
+-- tplua report on MLPerf submission directories (tp.present.report.write_mlperf).
+function M.run_mlperf(dirs, opts, n)
+  local cli = require('tp.cli')
+  local allowed = { out = true, title = true, seed = true, no_plots = true }
+  for k in pairs(opts) do
+    if not allowed[k] then
+      return cli.usage_error('report', string.format("option '--%s' is not for MLPerf "
+        .. 'submission directories (they take --out, --title, --seed, --no-plots)',
+        k:gsub('_', '-')), M.usage)
+    end
+  end
+  if n < #dirs or #dirs < 2 then
+    return cli.usage_error('report', 'MLPerf submission directories are reported with each '
+      .. 'other: give two or more of them and no run records', M.usage)
+  end
+  local res, err = require('tp.present.report').write_mlperf(dirs, opts.out, {
+    seed = opts.seed, title = opts.title, plots = not opts.no_plots })
+  if not res then
+    io.stderr:write('tplua report: ', tostring(err), '\n')
+    return 1
+  end
+  for _, w in ipairs(res.warnings) do
+    io.stderr:write('tplua report: warning: ', tostring(w), '\n')
+  end
+  for _, c in ipairs(res.model.comparisons) do
+    io.stdout:write(string.format('%s / A: score ratio %s, mean time to train %.4f (%g%% CI '
+      .. '%.4f-%.4f)\n', c.b.label, c.ratio and string.format('%.4f', c.ratio) or 'none',
+      c.ci.estimate, c.level * 100, c.ci.lo, c.ci.hi))
+  end
+  for _, fl in ipairs(res.model.flags) do
+    io.stdout:write('flag: ', fl, '\n')
+  end
+  io.stdout:write('wrote:\n')
+  for _, f in ipairs(res.files) do
+    io.stdout:write('  ', f, '\n')
+  end
+  return 0
+end
 
 function M.run(args)
   local cli = require('tp.cli')
@@ -56,6 +98,11 @@ function M.run(args)
   if opts.csv == '' then
     return cli.usage_error('report', "option '--csv' needs a FILE (or - for standard output)",
       M.usage)
+  end
+  -- MLPerf Training submission directories: their comparison and eval-accuracy plot.
+  local n_mlperf = require('tp.analyse.mlperf').count_submission_dirs(dirs)
+  if n_mlperf > 0 then
+    return M.run_mlperf(dirs, opts, n_mlperf)
   end
   local hw
   for _, spec in ipairs(opts.hardware or {}) do

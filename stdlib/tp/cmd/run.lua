@@ -112,6 +112,11 @@ local function run_campaign(c, args)
     io.stderr:write(string.format('tplua run: %s\n', err))
     return 1
   end
+  -- Each finished run into the history, when TPLUA_HISTORY names one (docs/history.md).
+  if not require('tp.experiment').add_to_history(nil, summary, io.stdout)
+    and summary.exit_code == 0 then
+    return 1
+  end
   return summary.exit_code
 end
 

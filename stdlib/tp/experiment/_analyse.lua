@@ -243,6 +243,10 @@ function Experiment:analyse(plan, out)
   if sweeping then
     -- Each platform's best configuration, reported with its settings; only those are compared.
     local best = summarizer.best_per_platform(records)
+    -- A platform whose sweep was searched: the search's answer, over that candidate's runs.
+    for p, g in pairs(require('tp.experiment._search').best_records(dir, records)) do
+      best[p] = g
+    end
     out:write('best configuration per platform (highest mean tokens/s/GPU of its sweep):\n')
     records, keep = {}, {}
     for _, p in ipairs(config.sorted_keys(best)) do
@@ -250,6 +254,14 @@ function Experiment:analyse(plan, out)
       out:write(string.format('  %-4s %s  %s tokens/s/GPU over %d run(s); best of %d '
         .. 'configuration(s)\n', p, settings_of(plan, g), g.tps_mean and string.format('%.1f',
         g.tps_mean) or '-', #g.records, g.configs))
+      if g.search then
+        local c = g.candidate
+        out:write(string.format('       found by the search (%s; docs/search.md): %s [%s, %s] '
+          .. 'tokens/s over its %d runs; its last rung\'s runs are compared\n', g.search,
+          tostring(c.estimate and math.floor(c.estimate + 0.5)),
+          tostring(c.lo and math.floor(c.lo + 0.5)), c.hi and tostring(math.floor(c.hi + 0.5))
+          or 'inf', #(c.runs or {})))
+      end
       for _, rec in ipairs(g.records) do
         records[#records + 1] = rec
         keep[rec._path] = true

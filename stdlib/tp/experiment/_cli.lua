@@ -173,14 +173,25 @@ function Experiment:cli(args, mode, program)
       if report and not report.ok then
         rerr = 'the preflight found errors: nothing started (--skip-preflight starts anyway)'
       else
-        result, rerr = run.execute(plan, platform, { concurrency = opts.concurrency },
-          { preflight = preflight.summary(report) })
+        local exec_opts = { concurrency = opts.concurrency }
+        local extra = { preflight = preflight.summary(report) }
+        if plan.platforms[platform].search then
+          -- A search runs rung after rung (tp.experiment._search; docs/search.md).
+          result, rerr = require('tp.experiment._search').execute(self, plan, platform, opts,
+            exec_opts, extra)
+        else
+          result, rerr = run.execute(plan, platform, exec_opts, extra)
+        end
       end
       if not result then
         io.stdout:write(string.format('run: %s\n', rerr))
         status = 1
       elseif type(result) == 'table' and math.type(result.exit_code) == 'integer' then
         status = result.exit_code
+      end
+      -- Each finished run into the history, when one is configured (recipe or TPLUA_HISTORY).
+      if result and not run.add_to_history(self.history, result, io.stdout) and status == 0 then
+        status = 1
       end
     end
   end

@@ -32,6 +32,8 @@ M.STANDARD_OPTIONS = {
   dry_run = { type = 'boolean', desc = 'print the plan and start nothing' },
   no_prune = { type = 'boolean',
                desc = 'keep sweep points whose memory estimate exceeds the GPU memory' },
+  search = { type = 'string',
+             desc = "search a sweep instead of running its grid: 'halving', or 'none' (the grid)" },
   concurrency = { type = 'integer',
                   desc = 'runs at once (default 1; with --launcher slurm: jobs in the queue)' },
   skip_preflight = { type = 'boolean',
@@ -42,7 +44,7 @@ M.STANDARD_OPTIONS = {
 -- The order in which the usage text lists the standard flags.
 M.STANDARD_ORDER = { 'iters', 'repeats', 'results', 'only', 'launcher', 'concurrency',
                          'profile', 'dry_run',
-                         'no_prune', 'skip_preflight' }
+                         'no_prune', 'search', 'skip_preflight' }
 
 -- True when `name` is one of M.LAUNCHERS.
 function M.is_launcher(name)
@@ -58,15 +60,19 @@ end
 -- Definition checks (misuse raises, naming the recipe field).
 
 local DEF_FIELDS = {
+  stop = 'table',
+  search = 'any',
   name = 'string', description = 'string', model = 'any', methodology = 'any',
   platforms = 'table', training = 'table', parallelism = 'table', system = 'table',
   paths = 'table', nodes = 'any', gpus_per_node = 'any', repeats = 'integer', sweep = 'any',
   options = 'table', results = 'string', recorded = 'string', launcher = 'string',
   timeout = 'number', torchrun = 'table', container = 'table', slurm = 'table',
-  profile = 'any',
+  profile = 'any', history = 'string',
 }
 
 local PLATFORM_FIELDS = {
+  stop = 'table',
+  search = 'any',
   framework = 'string', hardware = 'string', training = 'table', parallelism = 'table',
   system = 'table', paths = 'table', nodes = 'any', gpus_per_node = 'any', env = 'table',
   sweep = 'any', torchrun = 'table', container = 'table', timeout = 'number', slurm = 'table',
@@ -113,6 +119,31 @@ local function as_sweep(name, v, where)
     return s
   end
   fail(name, '%ssweep: tp.sweep{...} or a sweep spec table expected, got %s', where, type(v))
+end
+
+-- The `stop` field (tp.run.stop_rule, docs/stopping.md): the rule with its defaults, or nil.
+local function as_stop(name, v, where)
+  if v == nil then
+    return nil
+  end
+  local ok, rule = pcall(require('tp.run').stop_rule, v, where)
+  if not ok then
+    fail(name, '%s', tostring(rule))
+  end
+  return rule
+end
+
+-- The `search` field (tp.plan.search.normalize; docs/search.md): the spec with its defaults, or
+-- nil when absent.
+local function as_search(name, v, where)
+  if v == nil then
+    return nil
+  end
+  local ok, s = pcall(require('tp.plan.search').normalize, v)
+  if not ok then
+    fail(name, '%ssearch: %s', where, tostring(s):gsub('^tp%.plan%.search: ', ''))
+  end
+  return s
 end
 
 -- The `profile` field (tp.profile.normalize): {tool, steps?}, false, or nil when absent.
@@ -269,10 +300,12 @@ function M.new(def, meta)
       overrides = over,
       env = pd.env,
       sweep = as_sweep(name, pd.sweep, where),
+      search = as_search(name, pd.search, where),
       torchrun = pd.torchrun,
       container = pd.container,
       slurm = pd.slurm,
       timeout = pd.timeout,
+      stop = as_stop(name, pd.stop, where),
       profile = as_profile(name, pd.profile, where),
     }
   end
@@ -298,15 +331,18 @@ function M.new(def, meta)
     platforms = platforms,
     repeats = def.repeats,
     sweep = as_sweep(name, def.sweep, ''),
+    search = as_search(name, def.search, ''),
     options = check_options(name, def.options),
     results = def.results,
     recorded = def.recorded,
     launcher = def.launcher,
     timeout = def.timeout,
+    stop = as_stop(name, def.stop, ''),
     torchrun = def.torchrun,
     container = def.container,
     slurm = def.slurm,
     profile = as_profile(name, def.profile, ''),
+    history = def.history,
     source = source,
   }, Experiment)
 end

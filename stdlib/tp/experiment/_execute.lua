@@ -78,7 +78,7 @@ function M.campaign_runs(plan, platform, extra)
       local dataset = r.config.training and r.config.training.dataset
       out[#out + 1] = {
         id = r.id, argv = r.argv, env = r.env, cwd = r.cwd, parser = r.parser,
-        timeout = r.timeout, gbs = r.gbs, seq_len = r.seq_len, gpus = r.gpus,
+        timeout = r.timeout, stop = r.stop, gbs = r.gbs, seq_len = r.seq_len, gpus = r.gpus,
         platform = r.platform, framework = r.framework, model = r.model,
         methodology = r.methodology, ['repeat'] = r['repeat'], config = r.config,
         files = r.files, files_dir = r.output, hardware = r.hardware,
@@ -122,6 +122,65 @@ function M.execute(plan, platform, opts, extra)
     return nil, 'tp.campaign: neither callable nor has new()', 'ENOSYS'
   end
   return c:execute(opts or {})
+end
+
+--- Adds the records of the runs a campaign's execution left finished (`summary`, what
+--- campaign:execute returned: runs finished now or before) to the history `target` (a recipe's
+--- `history`), else the one $TPLUA_HISTORY names; nothing when neither is set. Prints one line
+--- per run added to `out` ('history: added <run id> to <db>'); a run stored already is not
+--- added again. Returns true, or nil and the message (printed to stderr) when the history
+--- cannot be opened or written.
+---@param target? string a path or postgresql:// URL
+---@param summary table
+---@param out? file* (default io.stdout)
+---@return true|nil ok, string? err
+function M.add_to_history(target, summary, out)
+  out = out or io.stdout
+  if target == nil or target == '' then
+    target = os.getenv('TPLUA_HISTORY')
+  end
+  if target == nil or target == '' or type(summary) ~= 'table'
+    or type(summary.runs) ~= 'table' or type(summary.results) ~= 'string' then
+    return true
+  end
+  local fs = require('tp.fs')
+  local paths = {}
+  for id, r in pairs(summary.runs) do
+    if r.status == 'finished' or (r.status == 'skipped' and r.state == 'finished') then
+      local p = fs.join(summary.results, id .. '.json')
+      if fs.is_file(p) then
+        paths[#paths + 1] = p
+      end
+    end
+  end
+  if #paths == 0 then
+    return true
+  end
+  table.sort(paths)
+  local history = require('tp.history')
+  local h, err = history.open(target)
+  if not h then
+    io.stderr:write('history: runs not added: ', tostring(err), '\n')
+    return nil, err
+  end
+  local shown = history.display(h.target)
+  local res, aerr = h:add(paths, { on_run = function(info)
+    if info.added then
+      out:write(string.format('history: added %s to %s\n', info.run_id, shown))
+    end
+  end })
+  h:close()
+  if not res then
+    io.stderr:write('history: runs not added: ', tostring(aerr), '\n')
+    return nil, aerr
+  end
+  for _, f in ipairs(res.failed) do
+    io.stderr:write('history: not added: ', tostring(f.error), '\n')
+  end
+  if #res.failed > 0 then
+    return nil, res.failed[1].error
+  end
+  return true
 end
 
 return M

@@ -323,6 +323,7 @@ function Experiment:plan(opts)
           launcher = wrapped.launcher,
           output = dir,
           timeout = pd.timeout or self.timeout,
+          stop = pd.stop or self.stop,
           gbs = cfg.training.gbs,
           seq_len = cfg.training.seq_len,
           gpus = (cfg.nodes or 1) * (cfg.gpus_per_node or config.DEFAULT_GPUS_PER_NODE),

@@ -10,11 +10,11 @@
 -- _analyse (the phases), _cli (flags and the command line).
 local define = require('tp.experiment._define')
 local paths = require('tp.experiment._paths')
-local planning = require('tp.experiment._plan')
 local run = require('tp.experiment._execute')
 local summary = require('tp.experiment._summary')
 local analysis = require('tp.experiment._analyse')
 local cli = require('tp.experiment._cli')
+local searching = require('tp.experiment._search')
 
 local M = {}
 
@@ -32,6 +32,7 @@ M.slurm_platform = run.slurm_platform
 M.campaign_runs = run.campaign_runs
 M.with_analysis = run.with_analysis
 M.execute = run.execute
+M.add_to_history = run.add_to_history
 M.load_results = summary.load_results
 M.summarize = summary.summarize
 M.print_summary = summary.print_summary
@@ -42,7 +43,7 @@ local Experiment = define.Experiment
 Experiment.flag_spec = cli.flag_spec
 Experiment.usage = cli.usage
 Experiment.parse_args = cli.parse_args
-Experiment.plan = planning.plan
+Experiment.plan = searching.plan  -- planning.plan, with a searching platform's rung 0 and rungs
 Experiment.results_source = analysis.results_source
 Experiment.analyse = analysis.analyse
 Experiment.cli = cli.cli

@@ -386,7 +386,7 @@ end
 local UNIFIED_TOP = {
   name = 'string', description = 'string', methodology = 'string', platforms = 'table',
   repeats = 'integer', results = 'string', recorded = 'string', launcher = 'string',
-  timeout = 'number',
+  timeout = 'number', stop = 'table',
 }
 
 -- A YAML file in the unified layout: the experiment spec as a recipe writes it.

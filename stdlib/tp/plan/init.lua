@@ -200,10 +200,22 @@ function M.print(plan, out, opts)
       out:write(string.format('  memory per GPU (estimate): %s\n',
         require('tp.plan.memory').format(e.memory)))
     end
+    local stop = e.runs[1] and e.runs[1].stop
+    if type(stop) == 'table' and stop.ci then
+      out:write(string.format('  stop: each run once the %g%% CI of its steady step time is '
+        .. 'within %g%% of the mean (>= %s steady iterations%s; docs/stopping.md)\n',
+        (stop.confidence or 0.95) * 100, stop.ci * 100, tostring(stop.min_iters or 50),
+        stop.max_iters and (', at most ' .. stop.max_iters) or ''))
+    end
     if e.sweep then
       out:write(string.format('  sweep over %s: %d points, %d planned, %d left out\n',
         table.concat(e.sweep.keys, ', '), e.sweep.points, e.sweep.points - #e.dropped,
         #e.dropped))
+    end
+    if e.search then
+      for _, line in ipairs(require('tp.plan.search').plan_lines(e.search)) do
+        out:write('  ', line, '\n')
+      end
     end
     if #e.runs > 0 then
       out:write(string.format('  runs (%d):\n', #e.runs))
@@ -316,6 +328,12 @@ function M.print_campaign(c, out)
     if r.timeout then
       out:write(string.format('    timeout %s s\n', tostring(r.timeout)))
     end
+    if type(r.stop) == 'table' and r.stop.ci then
+      out:write(string.format('    stop at a %g%% CI of the steady step time within %g%% of its '
+        .. 'mean (>= %s steady iterations%s)\n', (r.stop.confidence or 0.95) * 100,
+        r.stop.ci * 100, tostring(r.stop.min_iters or 50),
+        r.stop.max_iters and (', at most ' .. r.stop.max_iters) or ''))
+    end
   end
 end
 
@@ -352,6 +370,7 @@ function M.data(plan)
       memory = clean(e.memory, {}),
       runs = {},
       dropped = json.array(clean(e.dropped, {})),
+      search = e.search and require('tp.plan.search').plan_data(e.search) or nil,
     }
     for i, r in ipairs(e.runs) do
       local c = clean(r, {})
@@ -382,5 +401,5 @@ end
 
 -- The package's modules, loaded on first use: tp.plan.config, tp.plan.sweep, ...
 return require('tp').package('tp.plan', {
-  'config', 'config_env', 'methodology', 'sweep', 'memory', 'profile',
+  'config', 'config_env', 'methodology', 'sweep', 'memory', 'profile', 'search',
 }, M)

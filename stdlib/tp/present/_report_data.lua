@@ -218,6 +218,8 @@ function M.build(set, opts)
     generated = opts.generated or os.date('!%Y-%m-%d %H:%M UTC'),
     version = require('tp').version,
     sources = opts.sources or {},
+    -- What a configuration search in those directories decided (tp.present.search).
+    searches = (require('tp.present.search').find(opts.sources or {})),
     by = by,
     baseline = cmp.baseline,
     order = order,

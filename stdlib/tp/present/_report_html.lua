@@ -287,6 +287,16 @@ function M.html(model, plots, svgs)
     add(profile_part.html(model, plots, svgs, esc, html_table))
   end
 
+  -- What a configuration search decided, rung by rung.
+  if #(model.searches or {}) > 0 then
+    add('<section id="search"><h2>Search</h2>')
+    for _, s in ipairs(model.searches) do
+      add('<pre>' .. esc(table.concat(require('tp.present.search').lines(s.doc), '\n'))
+        .. '</pre>')
+    end
+    add('</section>')
+  end
+
   -- Plots.
   add('<section id="plots"><h2>Plots</h2>')
   for _, c in ipairs(plots_part.plots_of(model)) do

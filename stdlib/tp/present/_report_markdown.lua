@@ -117,6 +117,15 @@ function M.markdown(model, plots)
   for _, l in ipairs(profile_part.markdown(model, plots, md_text)) do
     add(l)
   end
+  if #(model.searches or {}) > 0 then
+    add('## Search')
+    add()
+    for _, s in ipairs(model.searches) do
+      for _, l in ipairs(require('tp.present.search').markdown(s.doc)) do
+        add(l)
+      end
+    end
+  end
   add('## Plots')
   add()
   for _, c in ipairs(plots_part.plots_of(model)) do

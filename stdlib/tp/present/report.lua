@@ -31,6 +31,8 @@ M.markdown = markdown_part.markdown
 M.escape_html = html_part.escape_html
 M.svg_inline = html_part.svg_inline
 M.html = html_part.html
+--- The report of MLPerf Training submission directories (tp.present._report_mlperf.write).
+M.write_mlperf = require('tp.present._report_mlperf').write
 
 -- ---------------------------------------------------------------------------------------------
 -- Writing a report.
