@@ -37,6 +37,35 @@ static void put(char *out, size_t cap, size_t *pos, const char *s, size_t n) {
   out[*pos] = '\0';
 }
 
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
+    return (c | 0x20) - 'a' + 10;
+  }
+  return -1;
+}
+
+// Says whether the query key k[0..n) names a password (password, sslpassword), read as libpq
+// reads it: percent-decoded, so that `pass%77ord=` is one too.
+static bool password_key(const char *k, size_t n) {
+  char key[64];
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = k[i];
+    if (c == '%' && i + 2 < n && hex_value(k[i + 1]) >= 0 && hex_value(k[i + 2]) >= 0) {
+      c = (char)(hex_value(k[i + 1]) * 16 + hex_value(k[i + 2]));
+      i += 2;
+    }
+    if (m == sizeof key) {
+      return false;  // longer than any libpq keyword
+    }
+    key[m++] = c;
+  }
+  return m >= 8 && memcmp(key + m - 8, "password", 8) == 0;
+}
+
 void tp_db_redact(const char *target, char *out, size_t cap) {
   if (cap == 0) {
     return;
@@ -49,9 +78,8 @@ void tp_db_redact(const char *target, char *out, size_t cap) {
   }
   const char *p = strstr(target, "://") + 3;
   put(out, cap, &pos, target, (size_t)(p - target));
-  // User information ends at the first '@' before any '/' (as libpq reads it).
-  size_t auth = strcspn(p, "@/");
-  if (p[auth] == '@') {
+  size_t auth = tp_db_url_userinfo(p);
+  if (auth > 0) {
     const char *colon = memchr(p, ':', auth);
     if (colon) {
       put(out, cap, &pos, p, (size_t)(colon - p));
@@ -72,7 +100,7 @@ void tp_db_redact(const char *target, char *out, size_t cap) {
     size_t n = strcspn(p, "&");
     size_t key = strcspn(p, "=&");
     // password=, and sslpassword= (the passphrase of a client key)
-    if (p[key] == '=' && key >= 8 && strncmp(p + key - 8, "password", 8) == 0) {
+    if (p[key] == '=' && password_key(p, key)) {
       put(out, cap, &pos, p, key + 1);
       put(out, cap, &pos, "***", 3);
     } else {
@@ -96,7 +124,9 @@ int tp_db_open(const char *target, const TpDbOpenOpts *opts, TpDb **out, TpError
     return tp_error_set(err, TP_EINVAL, "database: empty target");
   }
   TpDb *db = calloc(1, sizeof *db);
-  size_t cap = strlen(target) + 16;
+  // "***" may be longer than what it hides (`password=&password=`: +3 for every 10 bytes).
+  size_t len = strlen(target);
+  size_t cap = len + len / 2 + 16;
   char *label = malloc(cap);
   if (!db || !label) {
     free(db);

@@ -77,6 +77,8 @@ int tp_db_rollback(TpDb *db, TpError *err);
 
 /// Rewrites the `?` placeholders of `sql` (length `len`) into $1..$n, leaving alone those inside
 /// single-quoted literals (also E'...' with backslash escapes), dollar-quoted strings,
-/// double-quoted identifiers, `--` comments and nested block comments. Appends the result to
+/// double-quoted identifiers, `--` comments and nested block comments. Every other `?` is a
+/// placeholder, so PostgreSQL's jsonb operators `?`, `?|`, `?&` must be written as the functions
+/// jsonb_exists, jsonb_exists_any, jsonb_exists_all. Appends the result to
 /// `out` (NUL-terminated) and sets `*count` to n. Returns 0 or TP_ENOMEM.
 int tp_db_rewrite_placeholders(const char *sql, size_t len, TpBuf *out, size_t *count);

@@ -39,26 +39,29 @@ static void quiet(void *arg, const char *msg) {
   (void)msg;  // NOTICEs (such as "relation already exists, skipping") are not errors
 }
 
-// Replaces every occurrence of `secret` in the NUL-terminated msg (capacity cap) by "***".
-static void scrub(char *msg, size_t cap, const char *secret) {
-  if (!secret || !*secret || !strstr(msg, secret)) {
+// Replaces every occurrence of `secret` in the NUL-terminated *msg (a malloc'd string) by "***";
+// on running out of memory, *msg becomes NULL (nothing of it may then be shown).
+static void scrub(char **msg, const char *secret) {
+  if (!*msg || !secret || !*secret || !strstr(*msg, secret)) {
     return;
   }
   size_t k = strlen(secret);
-  char out[1024];
-  size_t n = 0;
-  for (const char *s = msg; *s && n + 1 < sizeof out;) {
-    if (strncmp(s, secret, k) == 0) {
-      for (const char *r = "***"; *r && n + 1 < sizeof out; r++) {
-        out[n++] = *r;
+  char *out = malloc(3 * strlen(*msg) + 1);  // "***" for each byte at most
+  if (out) {
+    size_t n = 0;
+    for (const char *s = *msg; *s;) {
+      if (strncmp(s, secret, k) == 0) {
+        memcpy(out + n, "***", 3);
+        n += 3;
+        s += k;
+      } else {
+        out[n++] = *s++;
       }
-      s += k;
-    } else {
-      out[n++] = *s++;
     }
+    out[n] = '\0';
   }
-  out[n] = '\0';
-  snprintf(msg, cap, "%s", out);
+  free(*msg);
+  *msg = out;
 }
 
 // The value of query parameter `key` in a URL, copied, or NULL when absent or empty.
@@ -83,8 +86,8 @@ static char *url_password(const char *url) {
     return NULL;
   }
   p += 3;
-  size_t auth = strcspn(p, "@/");
-  if (p[auth] == '@') {
+  size_t auth = tp_db_url_userinfo(p);
+  if (auth > 0) {
     const char *colon = memchr(p, ':', auth);
     if (colon && colon + 1 < p + auth) {
       return strndup(colon + 1, (size_t)(p + auth - colon - 1));
@@ -94,11 +97,16 @@ static char *url_password(const char *url) {
 }
 
 // Sets err to "<label>: <text>" with the text on one line and no password in it (the label is
-// already redacted; the text is scrubbed before it can be cut short).
+// already redacted; the whole text is scrubbed before it is cut short, so no part of a password
+// can be left at the cut).
 static int pg_error(const Pg *g, int code, const char *text, TpError *err) {
-  char one[1024];
+  const char *src = text ? text : "unknown error";
+  char *one = malloc(strlen(src) + 1);
+  if (!one) {
+    return tp_error_set(err, code, "%s: out of memory reading the server's message", g->label);
+  }
   size_t n = 0;
-  for (const char *s = text ? text : "unknown error"; *s && n + 1 < sizeof one; s++) {
+  for (const char *s = src; *s; s++) {
     if (*s == '\n' || *s == '\t' || *s == '\r') {
       if (n > 0 && one[n - 1] != ' ') {
         one[n++] = ' ';
@@ -111,10 +119,13 @@ static int pg_error(const Pg *g, int code, const char *text, TpError *err) {
     n--;
   }
   one[n] = '\0';
-  scrub(one, sizeof one, g->secret);
-  scrub(one, sizeof one, g->secret_raw);
-  scrub(one, sizeof one, g->ssl_secret);
-  return tp_error_set(err, code, "%s: %s", g->label, one);
+  scrub(&one, g->secret);
+  scrub(&one, g->secret_raw);
+  scrub(&one, g->ssl_secret);
+  int r = tp_error_set(err, code, "%s: %s", g->label,
+                       one ? one : "out of memory reading the server's message");
+  free(one);
+  return r;
 }
 
 // What a failed connection attempt means: credentials refused, no such database, no server, or
@@ -157,7 +168,9 @@ static int pg_open(const char *target, const TpDbOpenOpts *opts, const char *lab
   g->secret_raw = url_password(target);
   g->ssl_secret = url_param(target, "sslpassword");
   char timeout[24];
-  int seconds = opts->timeout_ms <= 0 ? 0 : (opts->timeout_ms + 999) / 1000;
+  // Whole seconds, rounded up, without overflowing near INT_MAX.
+  int seconds =
+      opts->timeout_ms <= 0 ? 0 : opts->timeout_ms / 1000 + (opts->timeout_ms % 1000 != 0);
   snprintf(timeout, sizeof timeout, "%d", seconds < 2 && seconds > 0 ? 2 : seconds);
   // Keywords before dbname are defaults the URL may override (expand_dbname).
   const char *const keys[] = {"connect_timeout", "client_encoding", "dbname", NULL};
@@ -254,7 +267,7 @@ static int params_make(const Pg *g, const TpDbValue *params, size_t n, Params *p
         p->values[i] = strdup(v->i ? "true" : "false");
         break;
       case TP_DB_TEXT:
-        if (memchr(v->s, '\0', v->len)) {
+        if (v->len > 0 && memchr(v->s, '\0', v->len)) {
           params_free(p);
           return tp_error_set(err, TP_EINVAL,
                               "%s: parameter %zu: PostgreSQL text cannot hold a NUL byte", g->label,

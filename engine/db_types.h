@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -58,3 +59,19 @@ typedef struct TpDbOps {
   /// Runs several statements, without parameters.
   int (*script)(void *impl, const char *sql, TpError *err);
 } TpDbOps;
+
+/// Length of the user information of a postgresql:// URL (`p` points just past "://"): the bytes
+/// before the last '@' ahead of the query string, or 0 when there is none. libpq ends it at the
+/// first '@' before any '/', so a password written with an unencoded '@' or '/' would reach
+/// messages through the host or the path; ending it at the last '@' hides all of it (an '@' in a
+/// database name only hides more than needed).
+static inline size_t tp_db_url_userinfo(const char *p) {
+  size_t end = strcspn(p, "?");
+  const char *at = NULL;
+  for (const char *s = p; s < p + end; s++) {
+    if (*s == '@') {
+      at = s;
+    }
+  }
+  return at ? (size_t)(at - p) : 0;
+}

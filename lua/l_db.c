@@ -175,8 +175,11 @@ static int db_query(lua_State *L) {
   lua_newtable(L);  // [..., box, columns, rows]
   int cols = lua_gettop(L) - 1;
   lua_Integer count = 0;
-  int r;
-  while ((r = tp_db_rows_next(box->rows, &err)) == 1) {
+  int r = 0;
+  // Building a row allocates, and a collection may run a finalizer that closes this connection:
+  // its rows must not be stepped after that (they point into it), so look before each step.
+  LDb *d = lua_touserdata(L, 1);
+  while (d->db == db && (r = tp_db_rows_next(box->rows, &err)) == 1) {
     lua_createtable(L, 0, (int)ncol);  // [..., rows, row]
     for (size_t i = 0; i < ncol; i++) {
       TpDbValue v;
@@ -193,6 +196,9 @@ static int db_query(lua_State *L) {
   TpDbRows *rows = box->rows;
   box->rows = NULL;
   tp_db_rows_close(rows);
+  if (d->db != db) {
+    return luaL_error(L, "attempt to use a closed database");
+  }
   if (r < 0) {
     return tpl_pusherror(L, &err);
   }

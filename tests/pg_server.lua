@@ -140,6 +140,12 @@ function Server:stop()
     return
   end
   self.stopped = true
+  -- A start that failed after the postmaster came up (pg_ctl timed out, a later step raised)
+  -- has no pid yet: the postmaster wrote it, so read it before the dir goes.
+  if not self.pid and self.data then
+    local text = h.read(self.data .. '/postmaster.pid') or ''
+    self.pid = math.tointeger(tonumber(text:match('^(%d+)')))
+  end
   if self.pid then
     proc.run({ 'kill', '-INT', tostring(self.pid) })
     if not proc.wait_gone({ self.pid }, 20) then

@@ -356,9 +356,28 @@ static void test_redact(void) {
             "postgresql://host/db?sslpassword=***&sslmode=require");
   redact_is("postgresql://host/db?passwords_are=x&user=password",
             "postgresql://host/db?passwords_are=x&user=password");
+  // A password written with an unencoded '@' or '/' is hidden whole.
+  redact_is("postgresql://u:p@ss/w@host/db", "postgresql://u:***@host/db");
+  redact_is("postgresql://u:pa/ss@host:5/db?port=5", "postgresql://u:***@host:5/db?port=5");
+  redact_is("postgresql://@host/db", "postgresql://@host/db");
+  // libpq percent-decodes query keys: an encoded "password" key is one too.
+  redact_is("postgresql://h/db?pass%77ord=secret&sslpass%57ORD=k",
+            "postgresql://h/db?pass%77ord=***&sslpass%57ORD=k");
+  redact_is("postgresql://h/db?%70%61%73%73%77%6f%72%64=secret",
+            "postgresql://h/db?%70%61%73%73%77%6f%72%64=***");
+  redact_is("postgresql://host/db?options=a@b", "postgresql://host/db?options=a@b");
   char small[12];
   tp_db_redact("postgresql://u:secret@h/db", small, sizeof small);
   CHECK_STR(small, "postgresql:");
+  // Empty passwords in the query grow the text: the label keeps all of it (no cut).
+  TpDb *db = NULL;
+  TpError err = {0};
+  const char *url = "postgresql:///db?password=&password=&password=&password=&password=&"
+                    "password=&password=&host=/nonexistent-dir&port=1";
+  CHECK(tp_db_open(url, NULL, &db, &err) != 0);
+  CHECK(db == NULL);
+  CHECK(strstr(err.msg, "password=***&password=***&password=***&password=***&password=***&"
+                        "password=***&password=***&host=/nonexistent-dir&port=1: ") != NULL);
 }
 
 int main(void) {

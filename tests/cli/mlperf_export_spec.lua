@@ -174,4 +174,30 @@ describe('tplua mlperf export', function()
       assert.is_truthy(r.stderr:find(dir .. '/missing/result_0.txt: ', 1, true))
       assert.is_nil(h.read(dir .. '/missing/result_0.txt'))
     end)
+
+  it('writes nothing of a directory when one of its records cannot be exported', function()
+    local src, out = h.tmpdir(), h.tmpdir()
+    h.write(src .. '/a.json', h.read(RUNS .. '/amd-primus-e84adbb11776-r1.json'))
+    -- A record (sorted after a.json) with no iteration at all, and one whose clock is absurd.
+    local rec = json.decode(h.read(RUNS .. '/amd-primus-e84adbb11776-r2.json'))
+    local records = rec.records
+    rec.records = {}
+    h.write(src .. '/b.json', json.encode(rec))
+    local r = h.run({ 'mlperf', 'export', src, '--out', out })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find(src .. '/b.json: no iteration record: nothing to export',
+      1, true), r.stderr)
+    assert.are.equal('', r.stdout)
+    assert.is_nil(h.read(out .. '/result_0.txt'))
+    rec.records = records
+    for _, x in ipairs(records) do
+      x.time_s = 1e300
+    end
+    h.write(src .. '/b.json', json.encode(rec))
+    r = h.run({ 'mlperf', 'export', src, '--out', out })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find(src .. '/b.json: the start time ', 1, true), r.stderr)
+    assert.is_truthy(r.stderr:find(' s is out of range: nothing written', 1, true), r.stderr)
+    assert.is_nil(h.read(out .. '/result_0.txt'))
+  end)
 end)

@@ -158,3 +158,69 @@ describe('tplua mlperf score: the RCP check of the real v5.1 submissions', funct
       .. 'normalisation 1.003367', 1, true))
   end)
 end)
+
+describe('tplua mlperf score: the RCP check on edge cases of the rules', function()
+  local base = require('cli.mlperf_cases').case('found_faster_normalised')
+  local function variant(changes)
+    local c = {}
+    for k, v in pairs(base) do
+      c[k] = v
+    end
+    for k, v in pairs(changes) do
+      c[k] = v
+    end
+    return c
+  end
+
+  it('takes a first file without global_batch_size as a mismatch, as get_submission_epochs does',
+    function()
+      -- MLPerf's checker keeps the first file's batch size (-1 when absent) and fails on the
+      -- next file's 8: "Could not detect global_batch_size".
+      local gbs = {}
+      for i = 2, 10 do
+        gbs[i] = 8
+      end
+      local doc = score(materialise(variant({ gbs = gbs })))
+      assert.is_false(doc.rcp.pass)
+      assert.are.equal('no_bs', doc.rcp.kind)
+      assert.is_truthy(doc.rcp.message:find('Batch sizes in files do not match', 1, true))
+    end)
+
+  it('fails, without a NaN, a directory with too few runs for the olympic mean', function()
+    local doc = score(materialise(variant({ samples = { 3072, 3072 },
+      status = { 'success', 'success' } })))
+    assert.is_false(doc.rcp.pass)
+    assert.are.equal('insufficient', doc.rcp.kind)
+    assert.are.equal('Insufficient convergence: 2 result files, the olympic mean needs 3 or '
+      .. 'more', doc.rcp.message)
+  end)
+
+  it('rounds epoch_num to 3 decimals as Python round() does (halves to even)', function()
+    local rcp = require('tp.analyse._mlperf_rcp')
+    local function epochs(e)
+      return rcp.run_epochs({ status = 'success', conv = { epoch_num = e }, file = 'r' }, 'bert')
+    end
+    -- round(2.0625, 3) == 2.062 and round(2.0635, 3) == 2.063 in Python 3.
+    assert.are.equal(2.062, epochs(2.0625))
+    assert.are.equal(2.063, epochs(2.0635))
+    assert.are.equal(0.001, epochs(0.0005))
+    assert.are.equal(rcp.NOT_CONVERGED, rcp.run_epochs({ status = 'aborted' }, 'bert'))
+  end)
+end)
+
+describe('tplua mlperf score: files of different benchmarks', function()
+  it('fails the RCP check and names the odd file, as get_submission_epochs refuses them',
+    function()
+      local c = require('cli.mlperf_cases').case('found_faster_normalised')
+      local dir = materialise(c)
+      local odd = h.read(dir .. '/result_3.txt'):gsub('"llama2_70b_lora"', '"llama31_8b"', 1)
+      h.write(dir .. '/result_3.txt', odd)
+      local doc = score(dir)
+      assert.is_false(doc.rcp.pass)
+      assert.are.equal('no_bs', doc.rcp.kind)
+      assert.are.equal('Benchmark names in files do not match (result_3.txt: llama31_8b, '
+        .. 'llama2_70b_lora)', doc.rcp.message)
+      assert.are.equal("result_3.txt: submission_benchmark llama31_8b, not llama2_70b_lora (the "
+        .. "first file's): files of different benchmarks", doc.findings[1])
+    end)
+end)

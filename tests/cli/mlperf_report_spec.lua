@@ -121,4 +121,26 @@ describe('tplua report on MLPerf submission directories', function()
     assert.are.equal(2, r.code)
     assert.is_truthy(r.stderr:find('give two or more of them and no run records', 1, true))
   end)
+
+  it('shows a run without run_stop as (none) and an open-division side as not applied',
+    function()
+      local out = h.tmpdir() .. '/rep'
+      local dir = h.tmpdir()
+      for i = 0, 9 do
+        local text = h.read(NVIDIA .. '/result_' .. i .. '.txt')
+          :gsub('"submission_division", "value": "closed"', '"submission_division", "value": '
+            .. '"open"')
+        if i == 4 then
+          text = text:gsub(':::MLLOG [^\n]*"run_stop"[^\n]*\n', '')
+        end
+        h.write(dir .. '/result_' .. i .. '.txt', text)
+      end
+      local r = h.run({ 'report', AMD, dir, '--out', out, '--no-plots' })
+      assert.are.equal(0, r.code, r.stderr)
+      local md = h.read(out .. '/report.md')
+      assert.is_truthy(md:find('| RCP check | pass, RCP found | not applied (not the closed '
+        .. 'division) |', 1, true), md)
+      assert.is_truthy(md:find('\n| result_4.txt | (none) | - | ', 1, true), md)
+      assert.is_nil(md:find('(nil)', 1, true))
+    end)
 end)

@@ -97,6 +97,66 @@ describe('tplua mlperf score', function()
     assert.is_truthy(r.stdout:find('\nscore: none\n', 1, true))
   end)
 
+  it('names the file and line of truncated, binary, empty and hostile MLLOG files', function()
+    local dir = h.tmpdir()
+    local good = h.read(AMD .. '/result_0.txt')
+    -- Cut in the middle of a line: the JSON ends early.
+    local cut = good:sub(1, good:find('"run_stop"', 1, true) + 20)
+    h.write(dir .. '/result_0.txt', cut)
+    local bytes = {}
+    for i = 1, 4096 do
+      bytes[i] = string.char((i * 7919) % 256)
+    end
+    h.write(dir .. '/result_1.txt', table.concat(bytes))
+    h.write(dir .. '/result_2.txt', '')
+    h.write(dir .. '/result_3.txt', table.concat({
+      ':::MLLOG {"key": "submission_benchmark", "value": {"x": 1}, "time_ms": 1}',
+      ':::MLLOG {"key": "run_start", "value": null, "time_ms": 1e400}',
+      ':::MLLOG {"key": "accelerators_per_node", "value": -8, "time_ms": 2}',
+      ':::MLLOG {"key": "eval_accuracy", "value": 0.9, "time_ms": 3, '
+        .. '"metadata": {"samples_count": "many", "epoch_num": [1]}}',
+      ':::MLLOG {"key": "run_stop", "value": null, "time_ms": 4, "metadata": {"status": [1]}}',
+      ':::MLLOG [1, 2]',
+      ':::MLLOG ' .. string.rep('[', 100000),
+      ':::MLLOG {"key": "x", "time_ms": 5, "value": "a\\u0000b"}\0\0',
+    }, '\n') .. '\n')
+    local r = h.run({ 'mlperf', 'score', dir })
+    assert.are.equal(1, r.code)
+    assert.are.equal('', r.stderr)
+    local out = r.stdout
+    local line = select(2, cut:gsub('\n', '')) + 1
+    local col = tonumber(out:match(string.format('result_0.txt:%d: damaged MLLOG line %%(column '
+      .. '(%%d+): unexpected end of input%%): run not scored', line)))
+    assert.is_truthy(col, out)
+    -- The column counts from the start of the line, and points near its (early) end.
+    local last = #cut:match('[^\n]*$')
+    assert.is_true(col > last - 5 and col <= last + 1, out)
+    assert.is_truthy(out:find('result_1.txt: 1', 1, true), out)
+    assert.is_truthy(out:find(': no ":::MLLOG " line: not an MLLOG result file', 1, true), out)
+    assert.is_truthy(out:find('result_2.txt: empty: no ":::MLLOG " line', 1, true), out)
+    assert.is_truthy(out:find('result_3.txt:1: submission_benchmark: a string value expected, '
+      .. 'got list or object (ignored)', 1, true), out)
+    assert.is_truthy(out:find('result_3.txt:2: damaged MLLOG line (time_ms is not a finite '
+      .. 'number)', 1, true), out)
+    assert.is_truthy(out:find('result_3.txt:5: run_stop: metadata.status is a list or object, '
+      .. 'not a string', 1, true), out)
+    assert.is_truthy(out:find('result_3.txt:6: damaged MLLOG line (not a JSON object)', 1, true))
+    assert.is_truthy(out:find('result_3.txt:7: damaged MLLOG line (column ', 1, true), out)
+    assert.is_truthy(out:find('\nscore: none\n', 1, true))
+    -- The same directory in JSON: the hostile values are not taken as numbers or names.
+    r = h.run({ 'mlperf', 'score', dir, '--json' })
+    assert.are.equal(1, r.code)
+    local doc = json.decode(r.stdout)
+    assert.are.equal(4, #doc.runs)
+    assert.is_nil(doc.runs[4].samples_to_converge)
+    assert.is_nil(doc.runs[4].status)
+    assert.is_nil(doc.runs[4].minutes)
+    -- Compared with a real submission: refused with a message, not a crash.
+    r = h.run({ 'mlperf', 'compare', AMD, dir })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find(dir .. ': no scored run to compare', 1, true), r.stderr)
+  end)
+
   it('fails on a directory without result files, and on usage errors', function()
     local dir = h.tmpdir()
     local r = h.run({ 'mlperf', 'score', dir })

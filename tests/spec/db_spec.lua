@@ -201,9 +201,43 @@ for _, b in ipairs(pg_server.backends()) do
       assert.has_error(function()
         db.open(b.target('opts'), { timeout = 1 })
       end, "bad option 'timeout' to 'open'")
+      -- The function's name in the message depends on the call; the reason does not.
+      local function raises(want, f, ...)
+        local ok, e = pcall(f, ...)
+        assert.is_false(ok)
+        assert.truthy(tostring(e):find(want, 1, true), e)
+      end
+      raises("bad argument #1 to '", db.open, '')
+      raises('(a non-empty target without NUL expected)', db.open, '')
+      raises('(a non-empty target without NUL expected)', db.open, 'a\0b')
+      raises('(timeout_ms out of range)', db.open, b.target('range1'), { timeout_ms = -1 })
+      raises('(timeout_ms out of range)', db.open, b.target('range2'),
+        { timeout_ms = math.maxinteger })
+      local d <close> = fresh()
       assert.has_error(function()
-        db.open('')
-      end)
+        d:exec('SELECT 1\0; DROP TABLE t')
+      end, "bad argument #1 to 'exec' (SQL text without NUL bytes expected)")
+    end)
+
+    it('stops reading rows when a finalizer closes the connection mid-query', function()
+      local c = fresh()
+      assert(c:exec([[WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n
+        WHERE i < 50000) INSERT INTO t (id, s) SELECT i, ? FROM n]], string.rep('y', 64)))
+      -- A collection while the rows are built runs this finalizer, which closes c: the rows
+      -- (which point into the connection) must not be read further.
+      local ran = 0
+      collectgarbage()
+      setmetatable({}, { __gc = function()
+        ran = ran + 1
+        c:close()
+      end })
+      collectgarbage('incremental', 1, 1000)  -- a step on about every allocation
+      local ok, err = pcall(c.query, c, 'SELECT id, s FROM t ORDER BY id')
+      collectgarbage('incremental', 200, 100)
+      assert.are.equal(1, ran)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find('attempt to use a closed database', 1, true), err)
+      assert.are.equal('tp.Db (closed)', tostring(c))
     end)
 
     it('closes on leaving a <close> scope', function()
@@ -315,6 +349,18 @@ for _, b in ipairs(pg_server.backends()) do
         assert.truthy(err:find('password authentication failed', 1, true), err)
         assert.falsy(err:find('Wrong-pass-7x', 1, true), err)
         assert.truthy(err:find('guarded:***@', 1, true), err)
+        -- A password with an unencoded '/' or '@' (not a password libpq can read) is hidden whole.
+        for _, pw in ipairs({ 'Sl/ash-pw-93', 'At@sign-pw-93' }) do
+          local url = string.format('postgresql://guarded:%s@/postgres?host=%s&port=%d', pw,
+            server.dir, server.port)
+          c, err = db.open(url)
+          assert.is_nil(c)
+          for piece in pw:gmatch('[%w-]+') do
+            if #piece > 3 then
+              assert.falsy(err:find(piece, 1, true), err)
+            end
+          end
+        end
         -- The right password is let in.
         local ok = assert(db.open(server:secure_url(pg_server.GUARDED_PASSWORD)))
         assert.are.equal(1, ok:query('SELECT 1 AS one')[1].one)

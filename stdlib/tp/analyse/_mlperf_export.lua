@@ -11,6 +11,9 @@ local M = {}
 
 local START, STOP, POINT = 'INTERVAL_START', 'INTERVAL_END', 'POINT_IN_TIME'
 
+-- Times (seconds) beyond this are refused: their milliseconds would not be exact integers.
+local MAX_SECONDS <const> = 2 ^ 53 / 1000
+
 local function is_num(v)
   return type(v) == 'number' and v == v and v ~= math.huge and v ~= -math.huge
 end
@@ -50,6 +53,15 @@ end
 
 local function ms(seconds)
   return math.floor(seconds * 1000 + 0.5)
+end
+
+-- err, prefixed with path unless it already names it (tp.fs and tp.json messages do).
+local function named(path, err)
+  err = tostring(err)
+  if err:sub(1, #path + 1) == path .. ':' then
+    return err
+  end
+  return path .. ': ' .. err
 end
 
 --- The run's status for run_stop: success when the record's outcome (else its status) is
@@ -137,6 +149,16 @@ function M.lines(rec, file, opts)
   local tl, start, clock = timeline(rec)
   if not tl then
     return nil, file .. ': ' .. start .. ': nothing to export'
+  end
+  -- time_ms is written as an integer: times must stay within what one holds exactly.
+  if math.abs(start) >= MAX_SECONDS then
+    return nil, string.format('%s: the start time %s s is out of range', file, tostring(start))
+  end
+  for i, e in ipairs(tl) do
+    if math.abs(e.t) >= MAX_SECONDS then
+      return nil, string.format('%s: record %d (iteration %d): time %s s is out of range', file,
+        i, e.r.iteration, tostring(e.t))
+    end
   end
   local cfg = type(rec.training_config) == 'table' and rec.training_config or {}
   local gbs = math.tointeger(num(cfg.global_batch_size))
@@ -284,7 +306,7 @@ function M.write(path, out, opts)
   end
   local ok, werr = fs.write_atomic(out, table.concat(lines, '\n') .. '\n')
   if not ok then
-    return nil, string.format('%s: %s', out, tostring(werr))
+    return nil, named(out, werr)
   end
   return sum
 end

@@ -41,6 +41,15 @@ local function data_dir()
   return (path:match('^(.*)/_mlperf_rcp%.lua$') or 'stdlib/tp/analyse') .. '/mlperf_rcp'
 end
 
+-- err, prefixed with path unless it already names it (tp.fs and tp.json messages do).
+local function named(path, err)
+  err = tostring(err)
+  if err:sub(1, #path + 1) == path .. ':' then
+    return err
+  end
+  return path .. ': ' .. err
+end
+
 --- The RCP file tplua carries for a benchmark and ruleset (it may not exist).
 ---@param benchmark string
 ---@param ruleset string e.g. '5.1.0'
@@ -182,7 +191,7 @@ function M.load(benchmark, runs, opts)
   end
   local doc, err = json.load_file(file)
   if type(doc) ~= 'table' then
-    return nil, string.format('%s: %s', file, tostring(err or 'not a JSON object'))
+    return nil, named(file, err or 'not a JSON object')
   end
   local checker = { benchmark = benchmark, ruleset = ruleset, file = file, runs = runs,
     records = {} }
@@ -257,7 +266,9 @@ function M.run_epochs(run, benchmark)
   if type(conv.epoch_num) ~= 'number' then
     return nil, run.file .. ': the last eval_accuracy has no epoch_num'
   end
-  return math.floor(conv.epoch_num * 1000 + 0.5) / 1000
+  -- Python's round(x, 3): the exact binary value rounded to 3 decimals, halves to even, which
+  -- is what C's printf does (floor(x * 1000 + 0.5) would take 2.0625 to 2.063, not 2.062).
+  return tonumber(string.format('%.3f', conv.epoch_num))
 end
 
 -- is_version_at_least: dotted versions compared part by part as numbers.
@@ -333,8 +344,16 @@ function M.check(runs, benchmark, required, opts)
   local bs
   local failed = 0
   for i, run in ipairs(runs) do
-    if bs == nil then
+    -- The first file's batch size, logged or not, is the one the others must match
+    -- (get_submission_epochs: a file without one after a file with one is a mismatch).
+    if i == 1 then
       bs = run.global_batch_size
+    elseif run.benchmark ~= runs[1].benchmark then
+      -- get_submission_epochs: "Benchmark names in files do not match", batch size -1.
+      v.kind, v.pass = 'no_bs', false
+      v.message = string.format('Benchmark names in files do not match (%s: %s, %s)', run.file,
+        tostring(run.benchmark), tostring(runs[1].benchmark))
+      return v
     elseif run.global_batch_size ~= bs then
       v.kind, v.pass = 'no_bs', false
       v.message = string.format('Batch sizes in files do not match (%s: %s, %s)', run.file,
@@ -358,6 +377,13 @@ function M.check(runs, benchmark, required, opts)
   end
   if failed > rejected(benchmark) then
     v.kind, v.pass, v.message = 'insufficient', false, 'Insufficient convergence'
+    return v
+  end
+  if #v.epochs < 2 * rejected(benchmark) + 1 then
+    -- MLPerf's checker would take np.mean of nothing (nan) and fail; say why instead.
+    v.kind, v.pass = 'insufficient', false
+    v.message = string.format('Insufficient convergence: %d result files, the olympic mean '
+      .. 'needs %d or more', #v.epochs, 2 * rejected(benchmark) + 1)
     return v
   end
   local checker, err = M.load(benchmark, required, opts)

@@ -46,6 +46,44 @@ local function finding(file, line, fmt, ...)
   return where .. ': ' .. string.format(fmt, ...)
 end
 
+-- A finite number, or nil (JSON's 1e400 decodes as inf).
+local function finite(v)
+  v = tonumber(v)
+  return v and v == v and v ~= math.huge and v ~= -math.huge and v or nil
+end
+
+-- What a JSON value is, for messages.
+local function kind_of(v)
+  if v == nil or v == json.null then
+    return 'null'
+  end
+  return type(v) == 'table' and 'list or object' or type(v)
+end
+
+-- A number of the metadata (samples_count, epoch_num), or nil.
+local function meta_num(v)
+  return type(v) == 'number' and finite(v) or nil
+end
+
+-- Why an MLLOG line's JSON does not decode: tp.json's "<string>:1:COL: reason", with the column
+-- counted from the start of the line.
+local function decode_reason(err, offset)
+  local col, reason = tostring(err):match('^<string>:%d+:(%d+): (.*)$')
+  if col then
+    return string.format('column %d: %s', tonumber(col) + offset, reason)
+  end
+  return tostring(err)
+end
+
+-- err, prefixed with path unless it already names it (tp.fs and tp.json messages do).
+local function named(path, err)
+  err = tostring(err)
+  if err:sub(1, #path + 1) == path .. ':' then
+    return err
+  end
+  return path .. ': ' .. err
+end
+
 --- Reads the MLLOG events of one result file's text. Returns the run: `file`, `benchmark`
 --- (submission_benchmark), `start_ms`, `stop_ms`, `minutes` (time to train), `status`
 --- (run_stop's metadata), `accelerators_per_node` and `number_of_nodes` (the system
@@ -70,21 +108,33 @@ end
 function M.parse_text(text, file)
   local run = { file = file, evals = {}, findings = {}, train_losses = {}, counts = {},
     tracked = {} }
-  local damaged, lineno, conv = false, 0, nil
+  local damaged, lineno, conv, mllog = false, 0, nil, 0
   for line in (text:sub(-1) == '\n' and text or text .. '\n'):gmatch('([^\n]*)\n') do
     lineno = lineno + 1
     local at = line:find(TOKEN, 1, true)
     if at then
-      local ev, err = json.decode(line:sub(at + #TOKEN), { name = file })
-      local ms = type(ev) == 'table' and tonumber(ev.time_ms)
-      if type(ev) ~= 'table' or not ms or type(ev.key) ~= 'string' then
+      mllog = mllog + 1
+      local ev, err = json.decode(line:sub(at + #TOKEN))
+      local why
+      if type(ev) ~= 'table' or #ev > 0 then
+        why = err and decode_reason(err, at + #TOKEN - 1) or 'not a JSON object'
+      elseif type(ev.key) ~= 'string' or ev.time_ms == nil then
+        why = 'no time_ms or key'
+      elseif not finite(ev.time_ms) then
+        why = 'time_ms is not a finite number'
+      end
+      local ms = not why and finite(ev.time_ms)
+      if why then
         damaged = true
         run.findings[#run.findings + 1] = finding(file, lineno,
-          'damaged MLLOG line (%s): run not scored', err or 'no time_ms or key')
+          'damaged MLLOG line (%s): run not scored', why)
       else
         local meta = type(ev.metadata) == 'table' and ev.metadata or {}
         local sub = SUBMISSION[ev.key]
-        if sub then
+        if sub and type(ev.value) ~= 'string' then
+          run.findings[#run.findings + 1] = finding(file, lineno,
+            '%s: a string value expected, got %s (ignored)', ev.key, kind_of(ev.value))
+        elseif sub then
           run[sub] = run[sub] or ev.value
         elseif ev.key == 'global_batch_size' or ev.key == 'opt_base_learning_rate' then
           run[ev.key] = ev.value
@@ -102,7 +152,8 @@ function M.parse_text(text, file)
         elseif ev.key == 'block_start' or ev.key == 'epoch_start' then
           run.counts[ev.key] = (run.counts[ev.key] or 0) + 1
         elseif (ev.key == 'accelerators_per_node' or ev.key == 'number_of_nodes')
-          and math.tointeger(ev.value) and not run[ev.key] then
+          and math.type(ev.value) and math.tointeger(ev.value) and ev.value > 0
+          and not run[ev.key] then
           run[ev.key] = math.tointeger(ev.value)
         elseif ev.key == 'run_start' or ev.key == 'run_stop' then
           local field = ev.key == 'run_start' and 'start_ms' or 'stop_ms'
@@ -113,19 +164,29 @@ function M.parse_text(text, file)
             run[field] = ms
             if ev.key == 'run_stop' then
               run.status = meta.status
-              run.stop_samples = meta.samples_count
+              if run.status ~= nil and type(run.status) ~= 'string' then
+                run.findings[#run.findings + 1] = finding(file, lineno,
+                  'run_stop: metadata.status is a %s, not a string', kind_of(run.status))
+                run.status = nil
+              end
+              run.stop_samples = meta_num(meta.samples_count)
               run.conv = conv
             end
           end
         elseif ev.key == 'eval_accuracy' or ev.key == 'eval_error' then
-          conv = { epoch_num = meta.epoch_num, samples_count = meta.samples_count }
+          conv = { epoch_num = meta_num(meta.epoch_num),
+            samples_count = meta_num(meta.samples_count) }
           if ev.key == 'eval_accuracy' then
-            run.evals[#run.evals + 1] = { value = ev.value, epoch_num = meta.epoch_num,
-              samples_count = meta.samples_count, time_ms = ms }
+            run.evals[#run.evals + 1] = { value = ev.value, epoch_num = conv.epoch_num,
+              samples_count = conv.samples_count, time_ms = ms }
           end
         end
       end
     end
+  end
+  if mllog == 0 then
+    run.findings[#run.findings + 1] = finding(file, nil, '%s: no %q line: not an MLLOG result '
+      .. 'file', #text == 0 and 'empty' or string.format('%d lines', lineno), TOKEN)
   end
   if not run.start_ms then
     run.findings[#run.findings + 1] = finding(file, nil, 'run_start not recorded: run not scored')
@@ -192,6 +253,10 @@ function M.score(runs, opts)
   local r = { runs = runs, findings = {}, scaling_factor = 1 }
   local scores = {}
   for _, run in ipairs(runs) do
+    if r.benchmark and run.benchmark and run.benchmark ~= r.benchmark then
+      r.findings[#r.findings + 1] = string.format('%s: submission_benchmark %s, not %s (the '
+        .. 'first file\'s): files of different benchmarks', run.file, run.benchmark, r.benchmark)
+    end
     r.benchmark = r.benchmark or run.benchmark
     if run.ok then
       scores[#scores + 1] = run.minutes
@@ -264,7 +329,7 @@ function M.score_dir(dir, opts)
   opts = opts or {}
   local entries, lerr = fs.list(dir)
   if not entries then
-    return nil, string.format('%s: %s', dir, tostring(lerr))
+    return nil, named(dir, lerr)
   end
   local names = {}
   for _, e in ipairs(entries) do
@@ -287,7 +352,7 @@ function M.score_dir(dir, opts)
   for _, name in ipairs(names) do
     local text, err = fs.read(fs.join(dir, name))
     if not text then
-      return nil, tostring(err)
+      return nil, named(fs.join(dir, name), err)
     end
     runs[#runs + 1] = M.parse_text(text, name)
   end
@@ -296,7 +361,7 @@ function M.score_dir(dir, opts)
   if fs.is_file(scaling) then
     local doc, err = json.load_file(scaling)
     if type(doc) ~= 'table' or type(doc.scaling_factor) ~= 'number' then
-      return nil, string.format('%s: no number scaling_factor (%s)', scaling, err or 'missing')
+      return nil, err and named(scaling, err) or (scaling .. ': no number scaling_factor')
     end
     factor = doc.scaling_factor
   end

@@ -72,6 +72,15 @@ local SPEC = { json = 'boolean', curve = 'boolean', help = 'boolean', seed = 'in
   ruleset = 'string', rcp_file = 'string', out = 'string', benchmark = 'string',
   org = 'string', division = 'string', status = 'string', platform = 'string' }
 
+-- err, prefixed with path unless it already names it (tp.fs and tp.json messages do).
+local function named(path, err)
+  err = tostring(err)
+  if err:sub(1, #path + 1) == path .. ':' then
+    return err
+  end
+  return path .. ': ' .. err
+end
+
 local function usage_error(msg)
   return cli.usage_error('mlperf', msg, M.usage)
 end
@@ -358,7 +367,7 @@ local function records_in(dir)
   local json = require('tp.json')
   local entries, err = fs.list(dir)
   if not entries then
-    return nil, string.format('%s: %s', dir, tostring(err))
+    return nil, named(dir, err)
   end
   local names, skipped = {}, {}
   for _, e in ipairs(entries) do
@@ -412,18 +421,35 @@ local function run_export(opts, rest)
     end
     local ok, err = fs.mkdir_p(opts.out)
     if not ok then
-      io.stderr:write('tplua mlperf: ' .. opts.out .. ': ' .. tostring(err) .. '\n')
+      io.stderr:write('tplua mlperf: ' .. named(opts.out, err) .. '\n')
       return 1
     end
+    -- Every record is read and exported before the first file is written, so that a bad
+    -- record leaves no directory half exported.
+    local json = require('tp.json')
+    local done = {}
     for i, path in ipairs(names) do
-      local out = fs.join(opts.out, string.format('result_%d.txt', i - 1))
-      local sum, werr = mlperf.export(path, out, eopts)
-      if not sum then
-        io.stderr:write('tplua mlperf: ' .. werr .. '\n')
+      local rec, rerr = json.load_file(path)
+      local lines, sum
+      if rec ~= nil then
+        lines, sum = mlperf.export_lines(rec, path, eopts)
+      end
+      if not lines then
+        io.stderr:write('tplua mlperf: ' .. tostring(rec == nil and rerr or sum)
+          .. ': nothing written\n')
         return 1
       end
-      io.stdout:write(string.format('%s -> %s: %d iterations, %d samples, %d evals, %s\n', path,
-        out, sum.iterations, sum.samples, sum.evals, sum.status))
+      done[i] = { path = path, text = table.concat(lines, '\n') .. '\n', sum = sum,
+        out = fs.join(opts.out, string.format('result_%d.txt', i - 1)) }
+    end
+    for _, d in ipairs(done) do
+      local wok, werr = fs.write_atomic(d.out, d.text)
+      if not wok then
+        io.stderr:write('tplua mlperf: ' .. named(d.out, werr) .. '\n')
+        return 1
+      end
+      io.stdout:write(string.format('%s -> %s: %d iterations, %d samples, %d evals, %s\n', d.path,
+        d.out, d.sum.iterations, d.sum.samples, d.sum.evals, d.sum.status))
     end
     -- Result files of an earlier export stay (they are not ours to remove): say so.
     for _, e in ipairs(fs.list(opts.out) or {}) do

@@ -21,7 +21,8 @@ local function rcp_text(v)
   if not v then
     return '-'
   elseif v.pass == nil then
-    return v.kind == 'not_applied' and 'not applied (open division)' or 'not run'
+    -- not_applied: the division is open, or not logged (the check is the closed division's)
+    return v.kind == 'not_applied' and 'not applied (not the closed division)' or 'not run'
   end
   return (v.pass and 'pass' or 'FAIL') .. ', ' .. v.message
 end
@@ -154,7 +155,7 @@ local function run_rows(s)
   local rows = {}
   for _, run in ipairs(s.result.runs) do
     local last = run.evals[#run.evals]
-    rows[#rows + 1] = { run.file, run.ok and run.status or ('(' .. tostring(run.status) .. ')'),
+    rows[#rows + 1] = { run.file, run.ok and run.status or ('(' .. (run.status or 'none') .. ')'),
       f(run.minutes, '%.4f'), run.samples_to_converge and tostring(run.samples_to_converge)
       or '-', tostring(#run.evals), last and f(last.value, '%.4f') or '-' }
   end
@@ -173,7 +174,8 @@ local function md_table(head, rows)
   for _, r in ipairs(rows) do
     local cells = {}
     for i, c in ipairs(r) do
-      cells[i] = tostring(c):gsub('|', '\\|')
+      -- One line per row: a line break in a file name would end the table.
+      cells[i] = tostring(c):gsub('[\r\n]', ' '):gsub('|', '\\|')
     end
     out[#out + 1] = '| ' .. table.concat(cells, ' | ') .. ' |'
   end
