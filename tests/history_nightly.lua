@@ -15,7 +15,8 @@ local M = {}
 
 local DAY = 86400
 
--- splitmix64: the same numbers on every machine.
+--- A seeded generator: rng(seed).uniform() in (0, 1), .normal() standard normal (splitmix64 and
+--- Box-Muller: the same numbers on every machine).
 local function rng(seed)
   local state = seed
   local self = {}
@@ -33,6 +34,7 @@ local function rng(seed)
   end
   return self
 end
+M.rng = rng
 
 -- Seconds since 1970 of a UTC date 'YYYY-MM-DD' at `hour`.
 local function epoch_of(date, hour)

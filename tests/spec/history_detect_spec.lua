@@ -8,23 +8,7 @@ local json = require('tp.json')
 local DAY = 86400
 local T0 = 1772330400 -- 2026-03-01T02:00:00Z
 
-local function rng(seed)
-  local state = seed
-  local self = {}
-  function self.uniform()
-    state = state + 0x9E3779B97F4A7C15
-    local z = state
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    z = z ~ (z >> 31)
-    return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0)
-  end
-  function self.normal()
-    local u1, u2 = self.uniform(), self.uniform()
-    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
-  end
-  return self
-end
+local rng = require('history_nightly').rng
 
 local OLD = { gpu_stack = { hip_runtime = '6.2.41134', rccl = '2.20.5' },
   python = { python = '3.10.14', torch = '2.4.1' }, container = { rocm_version = '6.2.4' } }
@@ -102,6 +86,17 @@ describe('tp.history._stackdiff', function()
     assert.are.equal('NVIDIA driver 550.54.15 -> 560.35.03, transformer-engine 1.11 -> 1.12, '
       .. 'GPU power limit (W) 750 -> 700, NCCL_ALGO (none) -> Ring, NCCL_MIN_NCHANNELS 112 -> '
       .. '(none)', stackdiff.format(stackdiff.diff(a, b)))
+  end)
+
+  it('names the CUDA runtime, the AMD driver and the framework commit by what they are', function()
+    local a = { gpu_stack = { cuda_runtime = '12.4', amdgpu_driver = '6.8.5' },
+      framework = { name = 'megatron', version = '0.10.0',
+        commit = '6c6b2ae6d0c2c6cb1c1bdb5a8c4a7ea0f4fd1c2b' } }
+    local b = { gpu_stack = { cuda_runtime = '12.6', amdgpu_driver = '6.10.5' },
+      framework = { name = 'megatron', version = '0.10.0',
+        commit = '0f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6' } }
+    assert.are.equal('CUDA 12.4 -> 12.6, amdgpu driver 6.8.5 -> 6.10.5, megatron 6c6b2ae6d0c2 -> '
+      .. '0f1e2d3c4b5a', stackdiff.format(stackdiff.diff(a, b)))
   end)
 
   it('says nothing changed for equal stacks and cannot tell without an environment', function()

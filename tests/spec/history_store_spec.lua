@@ -185,6 +185,27 @@ for _, backend in ipairs(pg.backends()) do
       H:close()
     end)
 
+    it('lists runs of the same time by run id, whatever order they were added in', function()
+      local H = assert(history.open(backend.target('same_time')))
+      local recs = {}
+      for i, id in ipairs({ 'r-c', 'r-e', 'r-a', 'r-d', 'r-b' }) do
+        recs[i] = record(1, { run_id = id })
+      end
+      assert.are.equal(5, assert(H:add(recs)).added)
+      local key = assert(H:series_list())[1].key
+      local ids = {}
+      for i, p in ipairs(assert(H:points(key))) do
+        ids[i] = p.run_id
+      end
+      assert.are.same({ 'r-a', 'r-b', 'r-c', 'r-d', 'r-e' }, ids)
+      ids = {}
+      for i, p in ipairs(assert(H:points(key, { last = 2 }))) do
+        ids[i] = p.run_id
+      end
+      assert.are.same({ 'r-d', 'r-e' }, ids)
+      H:close()
+    end)
+
     it('names and skips a file that is not a run record, keeping the others', function()
       local dir = h.tmpdir()
       h.write(dir .. '/good.json', assert(json.encode(record(1))))
@@ -243,6 +264,49 @@ for _, backend in ipairs(pg.backends()) do
       assert.are.equal('2', assert(c:query("SELECT value FROM meta WHERE key = "
         .. "'schema_version'"))[1].value)
     end)
+
+    it('migrates an older schema in one transaction, keeping its runs; a failed one changes '
+      .. 'nothing', function()
+        local store = require('tp.history._store')
+        local target = backend.target('migrate')
+        local H = assert(history.open(target))
+        assert(H:add({ record(1), record(2) }))
+        H:close()
+        local function version_and_runs()
+          local c <close> = assert(db.open(target))
+          local v = assert(c:query("SELECT value FROM meta WHERE key = 'schema_version'"))[1].value
+          return v, assert(c:query('SELECT COUNT(*) AS n FROM runs'))[1].n
+        end
+        -- A version 2 whose migration fails half-way: rolled back, the database stays at 1.
+        local saved_version = store.SCHEMA_VERSION
+        finally(function()
+          store.SCHEMA_VERSION = saved_version
+          store.MIGRATIONS[saved_version + 1] = nil
+        end)
+        store.SCHEMA_VERSION = saved_version + 1
+        store.MIGRATIONS[saved_version + 1] = function()
+          return { 'ALTER TABLE runs ADD COLUMN host TEXT',
+            'ALTER TABLE no_such_table ADD COLUMN x TEXT' }
+        end
+        local bad, err = history.open(target)
+        assert.is_nil(bad)
+        assert.is_true(has(err, 'no_such_table'), err)
+        local v, n = version_and_runs()
+        assert.are.equal('1', v)
+        assert.are.equal(2, n)
+        -- The same migration done right: version 2, the new column there, the runs kept.
+        store.MIGRATIONS[saved_version + 1] = function()
+          return { 'ALTER TABLE runs ADD COLUMN host TEXT' }
+        end
+        local M2 = assert(history.open(target))
+        assert.are.equal(2, #assert(M2:points(assert(M2:series_list())[1].key)))
+        M2:close()
+        v, n = version_and_runs()
+        assert.are.equal('2', v)
+        assert.are.equal(2, n)
+        local c <close> = assert(db.open(target))
+        assert.are.same({}, assert(c:query('SELECT host FROM runs WHERE host IS NOT NULL')))
+      end)
 
     it('refuses a database that is not a history', function()
       local target = backend.target('other_app')
@@ -328,20 +392,31 @@ for _, backend in ipairs(pg.backends()) do
     else
       it('says so when the server is down or refuses the password', function()
         local srv = backend.server()
+        -- A history with runs in it, for the role that needs its password.
+        local right = assert(history.open(srv:secure_url(pg.GUARDED_PASSWORD)))
+        assert.is_true(has(tostring(right), '***'))
+        assert.are.equal(3, assert(right:add({ record(1), record(2), record(3) })).added)
+        right:close()
+        local function stored()
+          local G = assert(history.open(srv:secure_url(pg.GUARDED_PASSWORD)))
+          local n = #assert(G:points(assert(G:series_list())[1].key))
+          G:close()
+          return n
+        end
         local wrong = srv:secure_url('not-the-password')
         local H, err, code = history.open(wrong)
         assert.is_nil(H)
         assert.are.equal('EAUTH', code)
         assert.is_false(has(err, 'not-the-password'), err)
-        local right = assert(history.open(srv:secure_url(pg.GUARDED_PASSWORD)))
-        assert.is_true(has(tostring(right), '***'))
-        right:close()
+        assert.is_true(has(err, 'guarded'), err)
+        assert.are.equal(3, stored())
         -- A port where nothing listens, in the server's socket directory.
         local down = srv.url:gsub('port=%d+', 'port=' .. (srv.port + 1))
         local D, derr, dcode = history.open(down)
         assert.is_nil(D)
         assert.are.equal('ECONNECT', dcode)
         assert.is_true(#derr > 0)
+        assert.are.equal(3, stored())
       end)
     end
   end)

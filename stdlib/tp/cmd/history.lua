@@ -133,9 +133,8 @@ local function check_since(opts)
   return true
 end
 
-local function run_list(h, _rest, opts)
-  local text, err = require('tp.history').list_text(h, { metric = opts.metric,
-    last = opts.last })
+-- Writes `text` to stdout (0), or the error when there is none (1).
+local function print_text(text, err)
   if not text then
     return fail(err)
   end
@@ -143,19 +142,18 @@ local function run_list(h, _rest, opts)
   return 0
 end
 
+local function run_list(h, _rest, opts)
+  return print_text(require('tp.history').list_text(h, { metric = opts.metric,
+    last = opts.last }))
+end
+
 local function run_show(h, rest, opts)
   local s, err = h:resolve(rest[1])
   if not s then
     return fail(err)
   end
-  local text
-  text, err = require('tp.history').show_text(h, s, { metric = opts.metric,
-    since = opts.since, last = opts.last })
-  if not text then
-    return fail(err)
-  end
-  io.stdout:write(text)
-  return 0
+  return print_text(require('tp.history').show_text(h, s, { metric = opts.metric,
+    since = opts.since, last = opts.last }))
 end
 
 local function run_note(h, rest)

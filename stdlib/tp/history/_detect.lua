@@ -7,6 +7,7 @@
 local json = require('tp.json')
 local stats = require('tp.stats')
 local stackdiff = require('tp.history._stackdiff')
+local store = require('tp.history._store')
 
 local M = {}
 
@@ -276,6 +277,32 @@ function M.latest(pts, changes, o, sense)
     change = restates, baseline_from = pts[b_from].time, latest_from = pts[n - k + 1].time }
 end
 
+--- Reads the points of series `key` with `metric` (from the date `since` on) and its notes from
+--- history `H` (its points and notes methods), and analyses them (M.analyse with `opts`: seed,
+--- latest, baseline, alpha, min_size, resamples, level). Returns the result and the notes, or
+--- nil, err, code when the history cannot be read.
+---@param H table
+---@param key string
+---@param metric string
+---@param since? string
+---@param opts? table
+---@return table|nil result, table|string notes_or_err, string? code
+function M.analyse_series(H, key, metric, since, opts)
+  local points, err, code = H:points(key, { metric = metric, since = since })
+  if not points then
+    return nil, err, code
+  end
+  local notes, nerr, ncode = H:notes(key)
+  if not notes then
+    return nil, nerr, ncode
+  end
+  local o = { key = key, metric = metric, notes = notes }
+  for k, v in pairs(opts or {}) do
+    o[k] = v
+  end
+  return M.analyse(points, o), notes
+end
+
 -- The series `opts.series` names: exact keys, else substrings or Lua patterns of keys.
 local function select_series(H, wanted)
   local all, err, code = H:series_list()
@@ -289,8 +316,7 @@ local function select_series(H, wanted)
   for _, w in ipairs(wanted) do
     local hit = false
     for _, s in ipairs(all) do
-      local ok, found = pcall(string.find, s.key, w)
-      if s.key == w or s.key:find(w, 1, true) or (ok and found) then
+      if store.key_matches(s.key, w) then
         hit = true
         if not seen[s.key] then
           seen[s.key] = true
@@ -335,17 +361,12 @@ function M.check(H, opts)
     fail_on = opts.fail_on, results = {}, regressions = 0, improvements = 0, failed = false,
     failing = {} }
   for _, s in ipairs(list) do
-    local points, perr, pcode = H:points(s.key, { metric = metric, since = opts.since })
-    if not points then
-      return nil, perr, pcode
-    end
-    local notes, nerr, ncode = H:notes(s.key)
-    if not notes then
-      return nil, nerr, ncode
-    end
-    local r = M.analyse(points, { key = s.key, metric = metric, notes = notes,
-      seed = opts.seed, latest = opts.latest, baseline = opts.baseline, alpha = opts.alpha,
+    local r, rerr, rcode = M.analyse_series(H, s.key, metric, opts.since, { seed = opts.seed,
+      latest = opts.latest, baseline = opts.baseline, alpha = opts.alpha,
       min_size = opts.min_size, resamples = opts.resamples, level = opts.level })
+    if not r then
+      return nil, rerr, rcode
+    end
     r.info = s
     report.results[#report.results + 1] = r
     local found = {}
@@ -386,8 +407,13 @@ local function fmt_pct_ci(pct, ci)
   return string.format('%s%% [%s, %s]', signed(pct), signed(ci[1]), signed(ci[2]))
 end
 
-local function fmt_value(v)
-  if math.abs(v) >= 100 then
+--- A metric's value as the reports write it: 10193, 1.61, 0.4123; '-' for no number.
+---@param v any
+---@return string
+function M.value_text(v)
+  if type(v) ~= 'number' then
+    return '-'
+  elseif math.abs(v) >= 100 then
     return string.format('%.0f', v)
   elseif math.abs(v) >= 1 then
     return string.format('%.3g', v)
@@ -447,7 +473,8 @@ local function change_lines(out, r, c)
   out[#out + 1] = string.format('  %s  %-11s %s', date_of(c.time), c.kind or 'change',
     M.change_text(r.metric, c))
   out[#out + 1] = string.format('      first run after: %s (%s); mean %s -> %s; %s',
-    tostring(c.run_id), tostring(c.time), fmt_value(c.before), fmt_value(c.after), fmt_p(c.p))
+    tostring(c.run_id), tostring(c.time), M.value_text(c.before), M.value_text(c.after),
+    fmt_p(c.p))
   if not (c.stack and #c.stack > 0) then
     out[#out + 1] = '      stack: ' .. M.stack_text(c)
   end
@@ -492,7 +519,7 @@ function M.text(report)
     else
       out[#out + 1] = string.format('  %d run%s, %s .. %s, last %s', #pts,
         #pts == 1 and '' or 's', date_of(pts[1].time), date_of(pts[#pts].time),
-        fmt_value(pts[#pts].value))
+        M.value_text(pts[#pts].value))
     end
     if r.too_few then
       out[#out + 1] = '  too few runs: ' .. r.too_few

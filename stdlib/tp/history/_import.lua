@@ -370,62 +370,52 @@ end
 -- key until commit), so they wait for each other and never deadlock.
 local function store_batch(h, rows, res, on_run)
   local c = h.conn
-  local ok, err, code = c:begin()
+  local added = {}
+  local ok, err, code = store.transaction(c, function()
+    local keys, series = {}, {}
+    for _, row in ipairs(rows) do
+      local k = row.series.key
+      if not series[k] then
+        series[k] = row.series
+        keys[#keys + 1] = k
+      end
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local sid, serr, scode = store.series_id(c, series[k], h.series_ids)
+      if not sid then
+        return nil, serr, scode
+      end
+    end
+    local order = table.move(rows, 1, #rows, 1, {})
+    table.sort(order, function(x, y)
+      return x.sha256 < y.sha256
+    end)
+    local now = times.iso(os.time())
+    for _, row in ipairs(order) do
+      row.added_at = now
+      local new, aerr, acode = store.add_run(c, h.series_ids[row.series.key], row)
+      if new == nil then
+        return nil, aerr, acode
+      end
+      -- The same file twice in one batch: the second finds the first.
+      added[row] = new
+    end
+    return true
+  end)
   if not ok then
+    h.series_ids = {} -- ids of series made in the transaction rolled back are gone
     return nil, err, code
   end
-  local function abort(e, ecode)
-    c:rollback()
-    h.series_ids = {}  -- ids of series made in this transaction are gone
-    return nil, e, ecode
-  end
-  local keys, series = {}, {}
   for _, row in ipairs(rows) do
-    local k = row.series.key
-    if not series[k] then
-      series[k] = row.series
-      keys[#keys + 1] = k
-    end
-  end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
-    local sid, serr, scode = store.series_id(c, series[k], h.series_ids)
-    if not sid then
-      return abort(serr, scode)
-    end
-  end
-  local order = table.move(rows, 1, #rows, 1, {})
-  table.sort(order, function(x, y)
-    return x.sha256 < y.sha256
-  end)
-  local added = {}
-  local now = times.iso(os.time())
-  for _, row in ipairs(order) do
-    row.added_at = now
-    local new, aerr, acode = store.add_run(c, h.series_ids[row.series.key], row)
-    if new == nil then
-      return abort(aerr, acode)
-    end
-    -- The same file twice in one batch: the second finds the first.
-    added[row] = new
-  end
-  local added_now = {}
-  for i, row in ipairs(rows) do
-    added_now[i] = { row = row, added = added[row] }
-  end
-  ok, err, code = c:commit()
-  if not ok then
-    return abort(err, code)
-  end
-  for _, a in ipairs(added_now) do
-    if a.added then
+    if added[row] then
       res.added = res.added + 1
     else
       res.skipped = res.skipped + 1
     end
     if on_run then
-      on_run({ path = a.row.source, run_id = a.row.run_id, key = a.row.series.key,
-        sha256 = a.row.sha256, time = a.row.time, added = a.added })
+      on_run({ path = row.source, run_id = row.run_id, key = row.series.key,
+        sha256 = row.sha256, time = row.time, added = added[row] })
     end
   end
   return true

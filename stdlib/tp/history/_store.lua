@@ -26,9 +26,10 @@ local TYPES = {
   postgresql = { id = 'BIGSERIAL PRIMARY KEY', real = 'DOUBLE PRECISION' },
 }
 
--- Migrations: MIGRATIONS[v] brings a database of version v - 1 to version v; each is a list of
--- statements run in one transaction with the version update.
-local MIGRATIONS = {
+--- Migrations: MIGRATIONS[v](types) brings a database of version v - 1 to version v: a list of
+--- statements, run in one transaction with the version update (`types`: the column types of the
+--- backend, {id, real}). A new schema version adds MIGRATIONS[v] and raises SCHEMA_VERSION.
+M.MIGRATIONS = {
   [1] = function(t)
     local real = t.real
     return {
@@ -104,9 +105,46 @@ local function version_of(c, where)
   return v
 end
 
-local function newer_error(where, v)
-  return string.format('%s: the history has schema version %d, newer than this tplua reads '
-    .. '(%d): use a newer tplua; nothing was changed', where, v, M.SCHEMA_VERSION)
+-- The schema version of the database when this tplua can read it (M.SCHEMA_VERSION or older);
+-- nil, err, code for a newer one and as version_of.
+local function readable_version(c, where)
+  local v, err, code = version_of(c, where)
+  if not v then
+    return nil, err, code
+  end
+  if v > M.SCHEMA_VERSION then
+    return nil, string.format('%s: the history has schema version %d, newer than this tplua '
+      .. 'reads (%d): use a newer tplua; nothing was changed', where, v, M.SCHEMA_VERSION),
+      'ENEWER'
+  end
+  return v
+end
+
+--- Runs `fn()` in one transaction of connection `c`: committed when it returns a true value
+--- (returned), rolled back when it returns nil, err, code (returned) or raises (raised again).
+---@param c userdata a tp._db connection
+---@param fn fun(): any, string?, string?
+---@return any|nil result, string? err, string? code
+function M.transaction(c, fn)
+  local ok, err, code = c:begin()
+  if not ok then
+    return nil, err, code
+  end
+  local pok, r, ferr, fcode = pcall(fn)
+  if not pok then
+    c:rollback()
+    error(r, 0)
+  end
+  if not r then
+    c:rollback()
+    return nil, ferr, fcode
+  end
+  local cok, cerr, ccode = c:commit()
+  if not cok then
+    c:rollback()
+    return nil, cerr, ccode
+  end
+  return r
 end
 
 --- Brings the database of connection `c` to M.SCHEMA_VERSION (creating the tables of an empty
@@ -116,63 +154,42 @@ end
 ---@param where string
 ---@return true|nil ok, string? err, string? code
 function M.migrate(c, where)
-  local v, err, code = version_of(c, where)
+  local v, err, code = readable_version(c, where)
   if not v then
     return nil, err, code
-  end
-  if v > M.SCHEMA_VERSION then
-    return nil, newer_error(where, v), 'ENEWER'
   end
   if v == M.SCHEMA_VERSION then
     return true
   end
-  local ok, berr, bcode = c:begin()
-  if not ok then
-    return nil, berr, bcode
-  end
-  local function abort(e, ecode)
-    c:rollback()
-    return nil, e, ecode
-  end
-  if c:backend() == 'postgresql' then
-    local r, lerr, lcode = c:query('SELECT pg_advisory_xact_lock(?) AS locked', PG_MIGRATION_LOCK)
-    if not r then
-      return abort(lerr, lcode)
-    end
-  end
-  -- Another process may have migrated it since the first look: read it again, inside.
-  v, err, code = version_of(c, where)
-  if not v then
-    return abort(err, code)
-  end
-  if v > M.SCHEMA_VERSION then
-    return abort(newer_error(where, v), 'ENEWER')
-  end
-  local t = TYPES[c:backend()]
-  for target = v + 1, M.SCHEMA_VERSION do
-    for _, sql in ipairs(MIGRATIONS[target](t)) do
-      local n, serr, scode = c:exec(sql)
-      if not n then
-        return abort(serr, scode)
+  return M.transaction(c, function()
+    if c:backend() == 'postgresql' then
+      local r, lerr, lcode = c:query('SELECT pg_advisory_xact_lock(?) AS locked',
+        PG_MIGRATION_LOCK)
+      if not r then
+        return nil, lerr, lcode
       end
     end
-  end
-  local n, uerr, ucode
-  if v == 0 then
-    n, uerr, ucode = c:exec("INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+    -- Another process may have migrated it since the first look: read it again, inside.
+    v, err, code = readable_version(c, where)
+    if not v then
+      return nil, err, code
+    end
+    local t = TYPES[c:backend()]
+    for target = v + 1, M.SCHEMA_VERSION do
+      for _, sql in ipairs(M.MIGRATIONS[target](t)) do
+        local n, serr, scode = c:exec(sql)
+        if not n then
+          return nil, serr, scode
+        end
+      end
+    end
+    if v == 0 then
+      return c:exec("INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+        tostring(M.SCHEMA_VERSION))
+    end
+    return c:exec("UPDATE meta SET value = ? WHERE key = 'schema_version'",
       tostring(M.SCHEMA_VERSION))
-  else
-    n, uerr, ucode = c:exec("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-      tostring(M.SCHEMA_VERSION))
-  end
-  if not n then
-    return abort(uerr, ucode)
-  end
-  local cok, cerr, ccode = c:commit()
-  if not cok then
-    return abort(cerr, ccode)
-  end
-  return true
+  end)
 end
 
 --- The schema version recorded in the database (0 when empty).
@@ -222,11 +239,11 @@ function M.series_id(c, row, cache)
   if not n then
     return nil, err, code
   end
-  local rows, qerr, qcode = c:query('SELECT id FROM series WHERE key = ?', row.key)
-  if not rows then
+  local qerr, qcode
+  id, qerr, qcode = M.find_series_id(c, row.key)
+  if qerr then
     return nil, qerr, qcode
   end
-  id = rows[1] and rows[1].id
   if not id then
     return nil, 'series ' .. row.key .. ': not found after it was added', 'EDB'
   end
@@ -234,6 +251,17 @@ function M.series_id(c, row, cache)
     cache[row.key] = id
   end
   return id
+end
+
+--- The id of the series with `key`: nil (no error) when there is none; nil, err, code when the
+--- database fails.
+---@return integer|nil id, string? err, string? code
+function M.find_series_id(c, key)
+  local rows, err, code = c:query('SELECT id FROM series WHERE key = ?', key)
+  if not rows then
+    return nil, err, code
+  end
+  return rows[1] and rows[1].id
 end
 
 --- Adds one run (the row _import makes) to series `series_id`: true when it is new, false when
@@ -275,6 +303,19 @@ function M.series_list(c)
   return rows
 end
 
+--- Whether series key `key` matches `spec`: the key itself, a part of it, or a Lua pattern that
+--- finds something in it (a pattern that is not valid is only a part).
+---@param key string
+---@param spec string
+---@return boolean
+function M.key_matches(key, spec)
+  if key == spec or key:find(spec, 1, true) then
+    return true
+  end
+  local ok, found = pcall(string.find, key, spec)
+  return ok and found ~= nil
+end
+
 --- Checks a metric name; returns it, or nil and a message listing the known ones.
 ---@param metric string
 ---@return string|nil metric, string? err
@@ -291,8 +332,9 @@ local POINT_COLUMNS = 'r.id, r.time, r.time_epoch, r.time_basis, r.run_id, r.sha
   .. 'r.step_time_ci_hi, r.mfu, r.joules_per_token, r.final_loss, r.peak_memory_gb, '
   .. 'r.environment'
 
---- The runs of the series `series_id` that have `metric`, in time order (then in the order they
---- were added), from `since_epoch` on when given; the last `last` of them when given.
+--- The runs of the series `series_id` that have `metric`, in time order (runs of the same time,
+--- such as files dated by their modification time, by run id, then in the order they were
+--- added), from `since_epoch` on when given; the last `last` of them when given.
 ---@return table[]|nil rows, string? err, string? code
 function M.points(c, series_id, metric, since_epoch, last)
   assert(IS_METRIC[metric], 'metric checked by the caller')
@@ -304,11 +346,11 @@ function M.points(c, series_id, metric, since_epoch, last)
     params[#params + 1] = since_epoch
   end
   if last then
-    sql = 'SELECT * FROM (' .. sql .. ' ORDER BY r.time_epoch DESC, r.id DESC LIMIT ?) p '
-      .. 'ORDER BY p.time_epoch, p.id'
+    sql = 'SELECT * FROM (' .. sql .. ' ORDER BY r.time_epoch DESC, r.run_id DESC, r.id DESC '
+      .. 'LIMIT ?) p ORDER BY p.time_epoch, p.run_id, p.id'
     params[#params + 1] = last
   else
-    sql = sql .. ' ORDER BY r.time_epoch, r.id'
+    sql = sql .. ' ORDER BY r.time_epoch, r.run_id, r.id'
   end
   return c:query(sql, table.unpack(params))
 end

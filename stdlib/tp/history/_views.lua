@@ -1,6 +1,7 @@
 -- tp.history._views: the history as text: the series with their last value and trend
 -- (`tplua history list`), one series' runs with the software stack beside each and a sparkline
 -- (`tplua history show`), aligned tables.
+local stats = require('tp.stats')
 local times = require('tp.history._time')
 
 local M = {}
@@ -104,12 +105,9 @@ function M.sparkline(values, max_width)
   return table.concat(out)
 end
 
+-- The mean of xs[from..to].
 local function mean(xs, from, to)
-  local s = 0
-  for i = from, to do
-    s = s + xs[i]
-  end
-  return s / (to - from + 1)
+  return stats.mean(table.move(xs, from, to, 1, {}))
 end
 
 --- The trend of `values` (oldest first) in percent: the mean of the newer half against the

@@ -14,9 +14,8 @@ local M = {}
 
 local esc = svg.escape
 
--- The metrics a run's details list, in this order.
-local METRICS = { 'tokens_per_s_per_gpu', 'tokens_per_s', 'step_time_s', 'mfu',
-  'joules_per_token', 'final_loss', 'peak_memory_gb' }
+-- The metrics a run's details list, in this order: the history's metric columns.
+local METRICS = require('tp.history._store').METRICS
 
 local PLATFORM_COLOURS = { amd = '#c8102e', nvd = '#5a8f00', cpu = '#555555' }
 local PALETTE = { '#1f77b4', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f',
@@ -57,15 +56,6 @@ local function stack_rows(env)
   return rows
 end
 
-local function fmt_value(v)
-  if type(v) ~= 'number' then
-    return '-'
-  elseif math.abs(v) >= 100 then
-    return string.format('%.0f', v)
-  end
-  return string.format('%.4g', v)
-end
-
 local function check_args(H, outdir, opts)
   if type(H) ~= 'table' or type(H.series_list) ~= 'function' then
     error('tp.history.dashboard.write: a History expected, got ' .. type(H), 3)
@@ -101,15 +91,11 @@ local function collect(H, metric, since)
   end
   local groups, by_key = {}, {}
   for _, s in ipairs(list) do
-    local points, perr, pcode = H:points(s.key, { metric = metric, since = since })
-    if not points then
-      return nil, perr, pcode
+    local result, notes, rcode = detect.analyse_series(H, s.key, metric, since)
+    if not result then
+      return nil, notes, rcode
     end
-    local notes, nerr, ncode = H:notes(s.key)
-    if not notes then
-      return nil, nerr, ncode
-    end
-    if #points > 0 then
+    if #result.points > 0 then
       local gk = group_key(s)
       local g = by_key[gk]
       if not g then
@@ -118,7 +104,7 @@ local function collect(H, metric, since)
         groups[#groups + 1] = g
       end
       g.series[#g.series + 1] = { info = s, label = series_label(s), notes = notes,
-        result = detect.analyse(points, { key = s.key, metric = metric, notes = notes }) }
+        result = result }
     end
   end
   table.sort(groups, function(a, b)
@@ -183,7 +169,7 @@ local function change_item(metric, s, c)
   return string.format('<li class="%s">%s %s: %s %s (first run after: %s; mean %s -> %s)</li>',
     esc(c.kind or 'change'), esc(tostring(c.time):sub(1, 10)), esc(s.label),
     esc(c.kind or 'change'), esc(detect.change_text(metric, c)), esc(tostring(c.run_id)),
-    esc(fmt_value(c.before)), esc(fmt_value(c.after)))
+    esc(detect.value_text(c.before)), esc(detect.value_text(c.after)))
 end
 
 local function latest_text(l)
@@ -274,7 +260,7 @@ local function summary_html(groups)
         .. '<td class="num">%s</td>'
         .. '<td>%d regression%s, %d improvement%s</td><td>%s</td></tr>', gi,
         esc(s.info.key), #pts, esc(tostring(pts[1].time):sub(1, 10)),
-        esc(tostring(pts[#pts].time):sub(1, 10)), esc(fmt_value(pts[#pts].value)), nreg,
+        esc(tostring(pts[#pts].time):sub(1, 10)), esc(detect.value_text(pts[#pts].value)), nreg,
         nreg == 1 and '' or 's', nimp, nimp == 1 and '' or 's', esc(latest_text(s.result.latest)))
     end
   end

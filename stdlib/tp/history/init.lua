@@ -187,8 +187,7 @@ local FILTER_FIELDS = { platform = true, gpu = true, framework = true, framework
 local function matches(row, filter)
   for k, v in pairs(filter) do
     if k == 'match' then
-      local ok, found = pcall(string.find, row.key, v)
-      if not (row.key:find(v, 1, true) or (ok and found)) then
+      if not store.key_matches(row.key, v) then
         return false
       end
     elseif row[k] ~= v then
@@ -280,14 +279,14 @@ local function series_id(h, key)
   if math.type(key) == 'integer' then
     return key
   end
-  local rows, err, code = h.conn:query('SELECT id FROM series WHERE key = ?', key)
-  if not rows then
+  local id, err, code = store.find_series_id(h.conn, key)
+  if err then
     return nil, err, code
   end
-  if not rows[1] then
+  if not id then
     return nil, string.format("no series '%s' in %s", key, M.display(h.target)), 'ENOENT'
   end
-  return rows[1].id
+  return id
 end
 
 --- Reads a date or time given on the command line or to a method ('2026-11-01',
