@@ -294,6 +294,48 @@ int tp_stats_mser(const double *x, size_t n, size_t batch, TpStatsMser *out, TpE
   return 0;
 }
 
+// --- batch means ---------------------------------------------------------------------------------
+
+int tp_stats_batch_means_ci(const double *x, size_t n, size_t batches, double level,
+                            TpStatsBatchCi *out, TpError *err) {
+  const char *fn = "batch_means_ci";
+  if (batches < 2) {
+    return tp_error_set(err, TP_EINVAL, "%s: needs at least 2 batches, got %zu", fn, batches);
+  }
+  if (!(level > 0.0 && level < 1.0)) {
+    return tp_error_set(err, TP_EINVAL, "%s: level must be in (0, 1), got %g", fn, level);
+  }
+  int rc = check_sample(fn, "", x, n, batches, err);
+  if (rc != 0) {
+    return rc;
+  }
+  double *y = alloc_doubles(fn, batches, err);
+  if (!y) {
+    return TP_ENOMEM;
+  }
+  size_t b = n / batches;
+  size_t first = n - b * batches;
+  for (size_t j = 0; j < batches; j++) {
+    y[j] = sum_of(x + first + j * b, b) / (double)b;
+  }
+  double mean = sum_of(y, batches) / (double)batches;
+  double ss = sum_sq_dev(y, batches, mean);
+  free(y);
+  double k = (double)batches;
+  double se = sqrt((ss > 0.0 ? ss : 0.0) / (k - 1.0) / k);
+  double half = tp_stats_t_quantile((1.0 + level) / 2.0, k - 1.0) * se;
+  *out = (TpStatsBatchCi){.mean = mean,
+                          .half_width = half,
+                          .lo = mean - half,
+                          .hi = mean + half,
+                          .se = se,
+                          .df = k - 1.0,
+                          .batches = batches,
+                          .batch_size = b,
+                          .first = first};
+  return 0;
+}
+
 // --- reproducible generator
 // -----------------------------------------------------------------------
 
@@ -512,6 +554,35 @@ double tp_stats_t_p2(double t, double df) {
   }
   double p = tp_stats_betainc(df / 2.0, 0.5, df / (df + t * t));
   return p > 1.0 ? 1.0 : p;
+}
+
+double tp_stats_t_quantile(double p, double df) {
+  if (!(p > 0.0 && p < 1.0) || !(df > 0.0)) {
+    return NAN;
+  }
+  if (p == 0.5) {
+    return 0.0;
+  }
+  if (p < 0.5) {
+    return -tp_stats_t_quantile(1.0 - p, df);
+  }
+  // P(T > t) = t_p2(t) / 2 falls from 1/2 at 0: bracket the root, then bisect.
+  double target = 2.0 * (1.0 - p);
+  double lo = 0.0;
+  double hi = 1.0;
+  while (tp_stats_t_p2(hi, df) > target && hi < 1e300) {
+    lo = hi;
+    hi *= 2.0;
+  }
+  for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; i++) {
+    double mid = 0.5 * (lo + hi);
+    if (tp_stats_t_p2(mid, df) > target) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return 0.5 * (lo + hi);
 }
 
 double tp_stats_normal_sf(double z) {

@@ -93,6 +93,31 @@ typedef struct TpStatsMser {
 /// @return 0, or TP_EINVAL (batch == 0, fewer than 2 complete batches, non-finite value).
 int tp_stats_mser(const double *x, size_t n, size_t batch, TpStatsMser *out, TpError *err);
 
+/// Result of a batch-means confidence interval of the mean.
+typedef struct TpStatsBatchCi {
+  double mean;        ///< grand mean of the values used (= mean of the batch means)
+  double half_width;  ///< t quantile x standard error of the mean
+  double lo;          ///< mean - half_width
+  double hi;          ///< mean + half_width
+  double se;          ///< standard error: stddev of the batch means / sqrt(batches)
+  double df;          ///< degrees of freedom of the t quantile (batches - 1)
+  size_t batches;     ///< number of batches k
+  size_t batch_size;  ///< values per batch b = floor(n / k)
+  size_t first;       ///< 0-based index of the first value used (n - k b: leading rest dropped)
+} TpStatsBatchCi;
+
+/// Confidence interval of the mean of an autocorrelated stationary series by non-overlapping batch
+/// means with a fixed number of batches (Schmeiser 1982, "Batch size effects in the analysis of
+/// simulation output", Operations Research 30(3), recommends 10 to 30 batches; Law & Kelton,
+/// "Simulation Modeling and Analysis", section 9.5.3). The last k b values (b = floor(n / k))
+/// are cut into k batches of b; their means Y_1..Y_k are nearly independent and normal when b is
+/// long against the series' correlation time, so the interval is Ybar +- t_{k-1, (1+level)/2}
+/// s_Y / sqrt(k), s_Y the sample standard deviation of the batch means.
+/// @param batches k >= 2. @param level in (0, 1).
+/// @return 0, or TP_EINVAL (k < 2, n < k, bad level, non-finite value) or TP_ENOMEM.
+int tp_stats_batch_means_ci(const double *x, size_t n, size_t batches, double level,
+                            TpStatsBatchCi *out, TpError *err);
+
 /// A point estimate with a two-sided confidence interval.
 typedef struct TpStatsCi {
   double estimate;  ///< the statistic on the original data
@@ -180,6 +205,11 @@ double tp_stats_betainc(double a, double b, double x);
 
 /// Two-sided p-value of Student's t: P(|T| >= |t|) with df > 0 degrees of freedom.
 double tp_stats_t_p2(double t, double df);
+
+/// Quantile of Student's t with df > 0 degrees of freedom: the t with P(T <= t) = p, found by
+/// bisection on tp_stats_t_p2 to a relative 1e-13. @return the value, NaN when p is outside
+/// (0, 1) or df <= 0.
+double tp_stats_t_quantile(double p, double df);
 
 /// Upper tail of the standard normal distribution, P(Z > z).
 double tp_stats_normal_sf(double z);

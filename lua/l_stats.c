@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "changepoint.h"
 #include "lutil.h"
 #include "stats.h"
 
@@ -313,6 +314,43 @@ static int l_curve_distance(lua_State *L) {
   return 2;
 }
 
+// stats.batch_means_ci(xs, batches, level) -> {mean=, half_width=, lo=, hi=, se=, df=, batches=,
+// batch_size=, first=} | nil, err, code; first is the 1-based index of the first value used
+static int l_batch_means_ci(lua_State *L) {
+  size_t n = 0;
+  double *x = checkarray(L, 1, &n);
+  lua_Integer batches = luaL_checkinteger(L, 2);
+  double level = luaL_checknumber(L, 3);
+  luaL_argcheck(L, batches >= 2, 2, "at least 2 batches");
+  TpStatsBatchCi ci;
+  TpError err;
+  if (tp_stats_batch_means_ci(x, n, (size_t)batches, level, &ci, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  lua_createtable(L, 0, 9);
+  setnum(L, "mean", ci.mean);
+  setnum(L, "half_width", ci.half_width);
+  setnum(L, "lo", ci.lo);
+  setnum(L, "hi", ci.hi);
+  setnum(L, "se", ci.se);
+  setnum(L, "df", ci.df);
+  lua_pushinteger(L, (lua_Integer)ci.batches);
+  lua_setfield(L, -2, "batches");
+  lua_pushinteger(L, (lua_Integer)ci.batch_size);
+  lua_setfield(L, -2, "batch_size");
+  lua_pushinteger(L, (lua_Integer)ci.first + 1);
+  lua_setfield(L, -2, "first");
+  return 1;
+}
+
+// stats.t_quantile(p, df) -> t with P(T <= t) = p (NaN outside the domain)
+static int l_t_quantile(lua_State *L) {
+  double p = luaL_checknumber(L, 1);
+  double df = luaL_checknumber(L, 2);
+  lua_pushnumber(L, tp_stats_t_quantile(p, df));
+  return 1;
+}
+
 // stats.betainc(a, b, x) -> number (NaN outside the domain)
 static int l_betainc(lua_State *L) {
   double a = luaL_checknumber(L, 1);
@@ -327,6 +365,51 @@ static int l_t_p2(lua_State *L) {
   double t = luaL_checknumber(L, 1);
   double df = luaL_checknumber(L, 2);
   lua_pushnumber(L, tp_stats_t_p2(t, df));
+  return 1;
+}
+
+// stats.change_points(xs, alpha, min_size, max_points, permutations, seed) -> {{index=, stat=, p=,
+// t=, mean_before=, mean_after=}, ...} | nil, err, code; index is 1-based (the first point after
+// the change); max_points 0 means no limit, permutations 0 the t test
+static int l_change_points(lua_State *L) {
+  size_t n = 0;
+  double *x = checkarray(L, 1, &n);
+  TpChangepointOptions opt;
+  tp_changepoint_defaults(&opt);
+  opt.alpha = luaL_checknumber(L, 2);
+  lua_Integer min_size = luaL_checkinteger(L, 3);
+  lua_Integer max_points = luaL_checkinteger(L, 4);
+  lua_Integer permutations = luaL_checkinteger(L, 5);
+  luaL_argcheck(L, min_size >= 2 && min_size <= 1000000000, 3, "min_size outside [2, 1e9]");
+  luaL_argcheck(L, max_points >= 0 && max_points <= 1000000000, 4, "max_points outside [0, 1e9]");
+  luaL_argcheck(L, permutations >= 0 && permutations <= 1000000, 5,
+                "permutations outside [0, 1000000]");
+  opt.min_size = (size_t)min_size;
+  opt.max_points = (size_t)max_points;
+  opt.permutations = (size_t)permutations;
+  opt.seed = (uint64_t)luaL_checkinteger(L, 6);
+  size_t cap = tp_changepoint_capacity(n, &opt);
+  if (cap > SIZE_MAX / sizeof(TpChangepoint)) {
+    luaL_error(L, "array too long");
+  }
+  TpChangepoint *cps = lua_newuserdatauv(L, (cap > 0 ? cap : 1) * sizeof(TpChangepoint), 0);
+  size_t count = 0;
+  TpError err;
+  if (tp_changepoint_detect(x, n, &opt, cps, &count, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  lua_createtable(L, count <= INT32_MAX ? (int)count : 0, 0);
+  for (size_t i = 0; i < count; i++) {
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, (lua_Integer)cps[i].index + 1);
+    lua_setfield(L, -2, "index");
+    setnum(L, "stat", cps[i].stat);
+    setnum(L, "p", cps[i].p);
+    setnum(L, "t", cps[i].t);
+    setnum(L, "mean_before", cps[i].mean_before);
+    setnum(L, "mean_after", cps[i].mean_after);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
   return 1;
 }
 
@@ -351,6 +434,9 @@ static const luaL_Reg funcs[] = {
     {"curve_distance", l_curve_distance},
     {"betainc", l_betainc},
     {"t_p2", l_t_p2},
+    {"batch_means_ci", l_batch_means_ci},
+    {"t_quantile", l_t_quantile},
+    {"change_points", l_change_points},
     {NULL, NULL},
 };
 

@@ -87,7 +87,14 @@ local function run_findings(run, e, m, out)
   -- Completion.
   local last = run.last_iteration
   local total = e.config['training.iters'] or run.train_iters
-  if is_finite(last) and is_finite(total) and last < total then
+  local by_rule = run.stopped_by == 'converged_ci' or run.stopped_by == 'max_iters'
+  if by_rule and is_finite(last) and is_finite(total) and last < total then
+    -- Stopped by its stop rule once its step time was known (docs/stopping.md): complete.
+    out[#out + 1] = new_finding('info', 'stopped_early', 'training.iters', string.format(
+      '%s stopped at iteration %s of %s by its stop rule (%s): its figures are those of its '
+      .. 'steady state', id, fmt(last), fmt(total), run.stopped_by), { id },
+      { last_iteration = last, train_iters = total, stopped_by = run.stopped_by })
+  elseif is_finite(last) and is_finite(total) and last < total then
     out[#out + 1] = new_finding('error', 'incomplete', 'training.iters', string.format(
       '%s stopped at iteration %s of %s: it was killed, crashed or is still running; its ' ..
       'figures describe part of a run — rerun it or leave it out of the comparison', id,

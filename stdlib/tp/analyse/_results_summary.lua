@@ -115,6 +115,9 @@ local function summarise(doc, path, kind, nonfinite)
   s['repeat'] = num(doc['repeat'])
   s.status = str(doc.status)
   s.run_id = str(doc.run_id)
+  -- Why tplua stopped the run, when it did: 'converged_ci' and 'max_iters' are its stop rule's
+  -- good ends (docs/stopping.md), the rest failures.
+  s.stopped_by = str(doc.stopped_by)
   s.gpu = gpu_name(gi)
   s.gpus = num(tc.num_gpus) or (gi and (num(gi.device_count) or num(gi.count)))
   if not s.gpus and tbl(tc.unified) then

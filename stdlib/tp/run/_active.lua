@@ -25,6 +25,9 @@ end
 
 local STOPPED_BY = { nan = 'nan_loss', oom = 'oom', nccl = 'nccl_failure', stall = 'stall' }
 
+--- Why tplua stops a run that has given its answer: not a failure (tp.run._stop).
+Active.GOOD_STOPS = { converged_ci = true, max_iters = true }
+
 -- Asks the child to stop (SIGTERM to its group, SIGKILL after the grace) and notes why.
 function Active:stop(rule, message, line)
   if self.stopped_by or self.exited then
@@ -76,6 +79,7 @@ function Active:on_records(recs)
     self.record_times[st.records] = mono()
     st.total = r.train_iters or st.total
     if is_finite(r.step_time_s) then
+      self:check_stop(r)
       local w = self.window
       w[#w + 1] = r.step_time_s
       if #w > 10 then
@@ -115,6 +119,22 @@ function Active:on_records(recs)
   end
   if #recs > 0 and self.ctx.view then
     self.ctx.view:progress(self.run.id, st)
+  end
+end
+
+-- The stop rule (tp.run._stop): each step time goes to the monitor; once it says the mean is
+-- known (or max_iters is reached), the run is stopped through its launcher like any early stop.
+function Active:check_stop(r)
+  local mon = self.stopper
+  if not mon or mon.verdict or self.stopped_by or self.exited then
+    return
+  end
+  local verdict = mon:add(r.step_time_s, math.tointeger(r.iteration))
+  if verdict and not mon.rule.observe then
+    self:stop(verdict.reason, require('tp.run._stop').message(verdict), r.line)
+  elseif verdict and self.ctx.view then
+    self.ctx.view:note(string.format('%s: stop rule (observed only): %s', self.run.id,
+      require('tp.run._stop').message(verdict)))
   end
 end
 

@@ -21,10 +21,11 @@ local RUN_TYPES = {
   dataset = 'string', methodology = 'string', ['repeat'] = 'integer', config = 'table',
   files = 'table', files_dir = 'string', total_iters = 'integer', experiment = 'string',
   hardware = 'string', launcher = 'string', profile = 'table', preflight = 'table',
+  stop = 'table',
 }
 
 -- The fields that define what a run computes: they make up its config hash. Supervision
--- settings (timeout, kill_grace) and where generated files go are left out.
+-- settings (timeout, kill_grace, stop) and where generated files go are left out.
 local HASHED = { 'id', 'argv', 'env', 'cwd', 'parser', 'gbs', 'seq_len', 'gpus', 'platform',
   'framework', 'model', 'dataset', 'methodology', 'repeat', 'config', 'files', 'total_iters',
   'experiment', 'hardware' }
@@ -125,6 +126,13 @@ function M.check(run, level)
     if v ~= nil and not (v >= 0 and v < 1e9) then
       fail_check(level, "run '%s': %s: seconds >= 0 expected, got %s", id, k, tostring(v))
     end
+  end
+  if run.stop then
+    local ok, rule = pcall(require('tp.run._stop').check, run.stop, "run '" .. id .. "': ")
+    if not ok then
+      error(rule, level)
+    end
+    out.stop = rule
   end
   if run.files then
     for rel, content in pairs(run.files) do

@@ -61,6 +61,10 @@ function Active:classify(log)
   local total = (last and last.train_iters) or run.total_iters
   local complete = r.code == 0 and last ~= nil
     and (total == nil or (math.type(last.iteration) == 'integer' and last.iteration >= total))
+  if self.stopped_by and Active.GOOD_STOPS[self.stopped_by] then
+    -- Stopped by its stop rule (tp.run._stop): the run gave its answer, a success.
+    return 'finished', nil
+  end
   if self.stopped_by then
     return 'failed', self.stop_message
   end
@@ -221,7 +225,14 @@ function Active:build_record(log, status, reason)
   rec.status = status == 'finished' and 'completed' or 'failed'
   rec.stopped_by = self.stopped_by or json.null
   rec.failure_reason = reason or json.null
-  if self.stopped_by then
+  if self.run.stop then
+    self:stopping_record(rec, log)
+  end
+  if self.stopped_by and Active.GOOD_STOPS[self.stopped_by] then
+    rec.diagnostics[#rec.diagnostics + 1] = { kind = 'stopped', severity = 'info',
+      message = string.format('stopped by tplua (%s): %s', self.stopped_by,
+        tostring(self.stop_message)), line = self.stop_line or json.null }
+  elseif self.stopped_by then
     rec.diagnostics[#rec.diagnostics + 1] = { kind = 'stopped', severity = 'error',
       message = string.format('stopped by tplua (%s): %s', self.stopped_by, tostring(reason)),
       line = self.stop_line or json.null }
@@ -290,6 +301,30 @@ function Active:build_record(log, status, reason)
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }
   self:measured_window_energy(rec)
   return scrubber:value(rec)
+end
+
+-- The record of a run with a stop rule: its `stopping` member (tp.run._stop.summary: the rule,
+-- the iterations done, planned and saved, the interval reached). A run stopped by its rule ended
+-- on tplua's SIGTERM (or scancel): the errors the log shows after the line that decided the stop
+-- (the signal, the ranks torn down) are kept as warnings, since the stop was asked for, and
+-- `outcome` names the rule.
+function Active:stopping_record(rec, log)
+  local records = log and log.records or {}
+  local last = records[#records]
+  local done = last and math.tointeger(last.iteration)
+  local planned = (last and math.tointeger(last.train_iters)) or self.run.total_iters
+  rec.stopping = require('tp.run._stop').summary(self.run.stop, self.stopper, done, planned)
+  if self.stopped_by and Active.GOOD_STOPS[self.stopped_by] then
+    rec.outcome = self.stopped_by
+    local from = self.stop_line
+    for _, d in ipairs(rec.diagnostics) do
+      if d.severity == 'error' and math.type(d.line) == 'integer' and from and d.line > from then
+        d.severity = 'warning'
+        d.message = tostring(d.message) .. ' (after tplua stopped the run: '
+          .. self.stopped_by .. ')'
+      end
+    end
+  end
 end
 
 --- Adds `profile.analysis` to a record whose run was given a trace analysis (the run's

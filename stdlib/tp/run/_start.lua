@@ -107,6 +107,10 @@ function M.start(loop, run, ctx)
     t0 = mono(),
     last_progress = mono(),
   }, Active)
+  if run.stop then
+    -- Stop when the number is known (tp.run._stop): fed each step time by on_records.
+    self.stopper = require('tp.run._stop').new(run.stop)
+  end
   local log_mod, lerr = load_log_module()
   if not log_mod then
     self.spawn_error = 'log parser unavailable: ' .. lerr

@@ -12,6 +12,7 @@
 --   tp.run._record      how a run ends: Active:classify, :build_record, :finalize
 --   tp.run._slurm_job   runs launched as Slurm jobs: Active:on_slurm_line, :settle_slurm_job
 --   tp.run._start       start, and boot_id / proc_stat (/proc)
+--   tp.run._stop        the stop rule: stop a run when its step-time mean is known (a CI)
 local fs = require('tp.fs')
 local proc = require('tp.proc')
 local secrets = require('tp.secrets')
@@ -20,6 +21,7 @@ local checks = require('tp.run._check')
 local telemetry = require('tp.run._telemetry')
 local start = require('tp.run._start')
 local Active = require('tp.run._active')
+local stop = require('tp.run._stop')
 
 local mono = base.clock
 
@@ -32,6 +34,14 @@ M.check = checks.check
 M.hashed_view = checks.hashed_view
 M.hash = checks.hash
 M.abort_rules = checks.abort_rules
+
+-- The stop rule of a run (tp.run._stop, docs/stopping.md): its defaults, its check (raises
+-- "<where>stop.<field>: ..."), its description, and a replay of a step-time series through the
+-- monitor a live run uses.
+M.STOP_DEFAULTS = stop.DEFAULTS
+M.stop_rule = stop.check
+M.describe_stop = stop.describe
+M.replay_stop = stop.replay
 
 -- Clocks (tp.run._base).
 M.iso_time = base.iso_time

@@ -267,7 +267,9 @@ function View:finished(id, outcome, state)
   local took = r and (' in ' .. M.fmt_duration(clock() - r.t_start)) or ''
   local text
   if outcome.status == 'finished' then
-    text = string.format('%s: finished%s | %s', id, took, M.fmt_state(state))
+    -- A run its stop rule ended (docs/stopping.md) says so.
+    text = string.format('%s: finished%s%s | %s', id, took,
+      outcome.stopped_by and (' (stopped: ' .. outcome.stopped_by .. ')') or '', M.fmt_state(state))
   elseif outcome.status == 'interrupted' then
     text = string.format('%s: interrupted%s at %s', id, took,
       state.iteration and ('iteration ' .. state.iteration) or 'start-up')

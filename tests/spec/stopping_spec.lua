@@ -1,0 +1,269 @@
+-- Stopping a run when its number is known (tp.run._stop, docs/stopping.md): the rule's checks,
+-- the batch-means interval and t quantile of tp.stats, the incremental monitor against the C
+-- functions it stands for, and its verdicts on recorded real and generated step-time series.
+local stats = require('tp.stats')
+local json = require('tp.json')
+local run = require('tp.run')
+local stop = require('tp.run._stop')
+
+local function near(a, b, tol)
+  return math.abs(a - b) <= (tol or 1e-9) * math.max(math.abs(b), 1e-300)
+end
+
+-- A seeded generator (xorshift64*), so that the series are the same on every machine.
+local function rng(seed)
+  local s = seed * 2654435761 + 88172645463325252
+  local function u()
+    s = s ~ (s << 13)
+    s = s ~ (s >> 7)
+    s = s ~ (s << 17)
+    return ((s >> 11) & 0x1fffffffffffff) / 9007199254740992.0
+  end
+  return function()
+    -- Box-Muller: one standard normal value.
+    local a, b = u(), u()
+    return math.sqrt(-2 * math.log(a + 1e-300)) * math.cos(2 * math.pi * b)
+  end
+end
+
+-- Step times: `warm` slow iterations (x3 falling to x1), then mean `mu` with AR(1) noise of
+-- relative sd `cv` and coefficient `phi`.
+local function series(n, opts)
+  local z = rng(opts.seed or 1)
+  local mu, cv, phi, warm = opts.mu or 0.1, opts.cv or 0.02, opts.phi or 0.5, opts.warm or 10
+  local xs, e = {}, 0
+  for i = 1, n do
+    e = phi * e + math.sqrt(1 - phi * phi) * z()
+    local w = i <= warm and (1 + 2 * (warm - i + 1) / warm) or 1
+    xs[i] = mu * w * (1 + cv * e)
+  end
+  return xs
+end
+
+local function fixture()
+  local dir = os.getenv('TPLUA_SOURCE_DIR') or '.'
+  local path = dir .. '/tests/fixtures/stopping/reftrain_runs.json'
+  return assert(json.load_file(path))
+end
+
+describe('tp.stats batch means', function()
+  it('t_quantile matches the tables (R qt)', function()
+    assert.is_true(near(stats.t_quantile(0.975, 9), 2.262157162798205, 1e-10))
+    assert.is_true(near(stats.t_quantile(0.975, 19), 2.093024054408263, 1e-10))
+    assert.is_true(near(stats.t_quantile(0.995, 4), 4.604094871415897, 1e-10))
+    assert.is_true(near(stats.t_quantile(0.025, 1e7), -1.959963984540054, 1e-6))
+    assert.are.equal(0.0, stats.t_quantile(0.5, 3))
+    assert.has_error(function()
+      stats.t_quantile(1, 3)
+    end, 'tp.stats.t_quantile: p in (0, 1) and df > 0 expected')
+  end)
+
+  it('batch_means_ci: last k x b values, batch means, t(k-1) x se', function()
+    -- 11 values, 2 batches of 5: the first value is left out; batch means 4 and 9.
+    local ci = stats.batch_means_ci({ 100, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 }, { batches = 2 })
+    assert.are.equal(2, ci.first)
+    assert.are.equal(5, ci.batch_size)
+    assert.are.equal(6.5, ci.mean)
+    assert.is_true(near(ci.se, 2.5))
+    assert.is_true(near(ci.half_width, 12.706204736174707 * 2.5, 1e-9))
+    assert.are.equal(ci.mean - ci.half_width, ci.lo)
+    assert.are.equal(1.0, ci.df)
+  end)
+
+  it('batch_means_ci refuses too few values, bad options and NaN', function()
+    local ci, err, code = stats.batch_means_ci({ 1, 2, 3 }, { batches = 10 })
+    assert.is_nil(ci)
+    assert.are.equal('batch_means_ci: needs at least 10 values, got 3', err)
+    assert.are.equal('EINVAL', code)
+    ci, err = stats.batch_means_ci({ 1, 0 / 0, 3 }, { batches = 2 })
+    assert.is_nil(ci)
+    assert.are.equal('batch_means_ci: value #2 is NaN', err)
+    assert.has_error(function()
+      stats.batch_means_ci({ 1, 2 }, { batches = 1 })
+    end, 'tp.stats.batch_means_ci: option batches must be at least 2')
+    assert.has_error(function()
+      stats.batch_means_ci({ 1, 2 }, { level = 95 })
+    end, 'tp.stats.batch_means_ci: option level must be in (0, 1), got 95')
+  end)
+end)
+
+describe('the stop rule', function()
+  it('fills the defaults', function()
+    local r = run.stop_rule({ ci = 0.02 })
+    assert.are.same({ ci = 0.02, confidence = 0.95, min_iters = 50, batches = 20 }, r)
+    r = run.stop_rule({ ci = 0.01, min_iters = 20.0, max_iters = 500, confidence = 0.9 })
+    assert.are.equal(20, r.min_iters)
+    assert.are.equal('integer', math.type(r.min_iters))
+    assert.are.equal(500, r.max_iters)
+    assert.truthy(run.describe_stop(r):find('90% CI of the steady step time is within 1% of',
+      1, true), run.describe_stop(r))
+  end)
+
+  it('names the field and what it expects', function()
+    local function msg(rule)
+      local ok, err = pcall(run.stop_rule, rule, "run 'a': ")
+      assert.is_false(ok)
+      return err
+    end
+    assert.are.equal("run 'a': stop.ci: the relative half-width wanted, a number in (0, 1) "
+      .. '(0.01 = 1% of the mean) expected, got 0', msg({ ci = 0 }))
+    assert.are.equal("run 'a': stop.ci: the relative half-width wanted, a number in (0, 1) "
+      .. '(0.01 = 1% of the mean) expected, got "1%"', msg({ ci = '1%' }))
+    assert.truthy(msg({ min_iters = 2.5 }):find("^run 'a': stop.min_iters: a whole number >= 1"))
+    assert.are.equal("run 'a': stop.confidence: the confidence level, a number in [0.5, 1) "
+      .. '(default 0.95) expected, got 95', msg({ confidence = 95 }))
+    assert.truthy(msg({ batches = 1 }):find("^run 'a': stop.batches: the least number of batch"))
+    assert.are.equal("run 'a': stop: unknown field 'cl' (known: batches, ci, confidence, "
+      .. 'max_iters, min_iters, observe)', msg({ cl = 0.01 }))
+    assert.are.equal("run 'a': stop.max_iters: 10 is below min_iters (50)",
+      msg({ max_iters = 10 }))
+    assert.truthy(msg(0.01):find("^run 'a': stop: a table {ci = 0.01"))
+  end)
+
+  it('is checked with the run table, left out of its hash', function()
+    local a = { id = 'a', argv = { 'true' } }
+    local b = { id = 'a', argv = { 'true' }, stop = { ci = 0.05 } }
+    assert.are.equal(run.hash(a), run.hash(b))
+    assert.are.equal(0.05, run.check(b).stop.ci)
+    assert.are.equal(50, run.check(b).stop.min_iters)
+    local ok, err = pcall(run.check, { id = 'a', argv = { 'true' }, stop = { ci = 2 } })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("run 'a': stop.ci: ", 1, true), err)
+  end)
+end)
+
+describe('the stop monitor', function()
+  -- At every check the monitor made, its truncation is tp.stats.mser's on the values so far
+  -- and its interval tp.stats.batch_means_ci's on the steady window.
+  local function agrees(xs, rule)
+    local mon = stop.new(rule)
+    local compared = 0
+    for i, x in ipairs(xs) do
+      local before = mon.checks
+      mon:add(x, i)
+      if mon.checks > before then
+        local prefix = table.move(xs, 1, i, 1, {})
+        local m = assert(stats.mser(prefix, { batch = 5 }))
+        local e = mon.estimate
+        if e then
+          compared = compared + 1
+          assert.are.equal(m.start, e.steady_first, 'value ' .. i)
+          local steady = table.move(xs, m.start, i, 1, {})
+          local c = assert(stats.batch_means_ci(steady, { batches = e.batches,
+            level = rule.confidence }))
+          -- Batches of at least 4 correlation times, as many as fit (at least rule.batches).
+          if e.batches_long_enough then
+            assert.is_true(e.batch_size >= 4 * e.tau and e.batches >= rule.batches)
+          end
+          assert.is_true(near(e.mean, c.mean, 1e-12), 'value ' .. i)
+          assert.is_true(near(e.half_width, c.half_width, 1e-7), 'value ' .. i)
+          assert.are.equal(c.batch_size, e.batch_size)
+        else
+          -- No estimate: the least MSER is at the end of the first half, or too few values.
+          assert.is_true(m.truncated >= m.batches // 2 or i - m.start + 1 < rule.batches,
+            'value ' .. i)
+        end
+      end
+      if mon.verdict then
+        break
+      end
+    end
+    return compared, mon
+  end
+
+  it('agrees with tp.stats.mser and batch_means_ci on real step times', function()
+    local doc = fixture()
+    assert.is_true(#doc.runs >= 8, 'fixture runs')
+    local rule = stop.check({ ci = 0.001, min_iters = 50 })  -- too tight to stop: all checks
+    for _, r in ipairs({ doc.runs[1], doc.runs[2], doc.runs[#doc.runs] }) do
+      local compared = agrees(r.step_time_ms, rule)
+      assert.is_true(compared >= 20, r.id .. ': ' .. compared)
+    end
+  end)
+
+  it('agrees on generated series with warm-up and autocorrelation', function()
+    for seed = 1, 3 do
+      local compared = agrees(series(600, { seed = seed, phi = 0.8, cv = 0.05 }),
+        stop.check({ ci = 0.0005, batches = 20 }))
+      assert.is_true(compared >= 50)
+    end
+  end)
+
+  it('stops a steady series once the interval is narrow enough, past the warm-up', function()
+    local xs = series(1000, { seed = 7, mu = 0.25, cv = 0.02, phi = 0.3, warm = 15 })
+    local res = run.replay_stop(xs, run.stop_rule({ ci = 0.01 }))
+    assert.is_truthy(res.stopped)
+    assert.are.equal('converged_ci', res.verdict.reason)
+    local e = res.verdict.estimate
+    assert.is_true(e.relative <= 0.01)
+    assert.is_true(e.steady_iterations >= 50)
+    assert.is_true(e.steady_first_iteration > 15, tostring(e.steady_first_iteration))
+    assert.is_true(res.stopped < 300, tostring(res.stopped))
+    assert.is_true(e.lo <= 0.25 and e.hi >= 0.25, e.lo .. ' ' .. e.hi)
+    -- A tighter rule needs more iterations (about 4x for half the width).
+    local tight = run.replay_stop(xs, run.stop_rule({ ci = e.relative / 2 }))
+    assert.is_true(tight.stopped > 2 * res.stopped, tight.stopped .. ' ' .. res.stopped)
+    assert.is_true(tight.verdict.estimate.relative <= e.relative / 2)
+  end)
+
+  it('waits for min_iters, and never stops a series that keeps drifting', function()
+    local xs = series(400, { seed = 3, cv = 0.001, warm = 0 })
+    local res = run.replay_stop(xs, run.stop_rule({ ci = 0.01, min_iters = 120 }))
+    assert.are.equal('converged_ci', res.verdict.reason)
+    assert.is_true(res.verdict.estimate.steady_iterations >= 120)
+    assert.is_true(res.stopped >= 120)
+    -- Step times growing by 0.5% an iteration: MSER keeps the window at the end, the interval
+    -- never narrows to 1%.
+    local drift = {}
+    for i = 1, 400 do
+      drift[i] = 0.1 * (1 + 0.005 * i)
+    end
+    res = run.replay_stop(drift, run.stop_rule({ ci = 0.01 }))
+    assert.is_nil(res.stopped)
+  end)
+
+  it('stops at max_iters without convergence, and says so', function()
+    local xs = series(300, { seed = 5, cv = 0.3 })
+    local res = run.replay_stop(xs, run.stop_rule({ ci = 0.001, max_iters = 120 }))
+    assert.are.equal(120, res.stopped)
+    assert.are.equal('max_iters', res.verdict.reason)
+    assert.truthy(stop.message(res.verdict):find('^max_iters reached without convergence'))
+    local s = stop.summary(res.monitor.rule, res.monitor, 121, 300)
+    assert.is_false(s.converged)
+    assert.are.equal('max_iters', s.stopped_by)
+    assert.are.equal(179, s.iterations_saved)
+  end)
+
+  it('tests the window for stationarity (Cramer-von Mises, Heidelberger-Welch)', function()
+    local function cvm(xs)
+      local mon = stop.new(stop.check({ ci = 1e-9 }))
+      for i, x in ipairs(xs) do
+        mon:add(x, i)
+      end
+      return mon:cvm(1, #xs, stats.variance(xs))
+    end
+    -- Independent values: the statistic of a Brownian bridge, below its 5% point (0.461)
+    -- in about 95% of series; a drift of 4 standard deviations over the window: far above.
+    local below = 0
+    for seed = 1, 100 do
+      if cvm(series(400, { seed = seed, phi = 0, warm = 0 })) <= stop.CVM_CRITICAL then
+        below = below + 1
+      end
+    end
+    assert.is_true(below >= 88, tostring(below))
+    local drift = series(400, { seed = 1, phi = 0, warm = 0, cv = 0.01 })
+    for i = 1, #drift do
+      drift[i] = drift[i] + 0.1 * 0.04 * i / #drift
+    end
+    assert.is_true(cvm(drift) > 1, tostring(cvm(drift)))
+  end)
+
+  it('costs O(1) a value: a few hundred checks on 20000 values', function()
+    local xs = series(20000, { seed = 11, cv = 0.05 })
+    local res = run.replay_stop(xs, run.stop_rule({ ci = 1e-6 }))
+    assert.is_nil(res.stopped)
+    local checks = res.monitor.checks
+    -- Every batch of 5 up to 200 batches, then every 0.5% of growth: 200 + 200 ln(20).
+    assert.is_true(checks > 200 and checks < 200 + 200 * math.log(20) + 10, tostring(checks))
+  end)
+end)
