@@ -50,20 +50,22 @@ local SEED = args.seed or 1
 local LAUNCH = args.launch_s or 0
 
 -- ---------------------------------------------------------------------------------------------
--- The candidates: the recipe's own plan (the memory estimate pruned the rest).
+-- The candidates: the recipe's own plan with `--search halving` (the memory estimate pruned the
+-- rest), as tplua run would search them.
 
 local exp = assert(tp.experiment.load('recipes/sweep_parallelism.lua'))
-local plan = exp:plan({})
+local plan = exp:plan({ search = 'halving' })
 assert(plan.ok, 'recipes/sweep_parallelism.lua: the plan has errors')
-local runs = plan.platforms.nvd.runs
+local info = assert(plan.platforms.nvd.search, 'recipes/sweep_parallelism.lua: no search planned')
+local runs = info.grid_runs
 local ITERS = runs[1].config.training.iters
 
 local ANCHOR_TPS_GPU = 8697.8
 local TP_FACTOR = { [1] = 1.0, [2] = 0.95, [4] = 0.88, [8] = 0.78 }
 local MBS_FACTOR = { [1] = 0.94, [2] = 1.0, [4] = 1.03 }
 
-local candidates, true_tps = {}, {}
-for i, r in ipairs(runs) do
+local candidates, true_tps = info.candidates, {}
+for _, r in ipairs(runs) do
   local p = r.config.parallelism
   local t = r.config.training
   local dp = r.gpus // (p.tp * p.pp)
@@ -71,10 +73,10 @@ for i, r in ipairs(runs) do
   local bubble = (p.pp - 1) / micro
   local per_gpu = ANCHOR_TPS_GPU * TP_FACTOR[p.tp] * MBS_FACTOR[t.mbs]
     * (0.98 ^ (p.pp - 1)) / (1 + bubble)
-  local key = sweep.canonical(r.point)
-  candidates[i] = { key = key, gpus = r.gpus, tokens_per_step = t.gbs * t.seq_len,
-    label = sweep.describe_point(r.point) }
-  true_tps[key] = per_gpu * r.gpus
+  true_tps[sweep.canonical(r.point)] = per_gpu * r.gpus
+end
+for _, c in ipairs(candidates) do
+  assert(true_tps[c.key], c.key)
 end
 local best_tps = 0
 for _, v in pairs(true_tps) do
@@ -138,8 +140,12 @@ end
 -- ---------------------------------------------------------------------------------------------
 -- The repetitions.
 
-local spec = assert(search.resolve(search.normalize({ strategy = 'halving', eta = args.eta,
-  budget = args.budget }), ITERS))
+-- The plan's spec (the defaults of search = 'halving'), or the one --eta / --budget ask for.
+local spec = info.spec
+if args.eta or args.budget then
+  spec = assert(search.resolve(search.normalize({ strategy = 'halving', eta = args.eta,
+    budget = args.budget }), ITERS))
+end
 
 local function grid_gpu_seconds(g, launch)
   local total = 0

@@ -112,6 +112,29 @@ describe('tplua plan with a search', function()
   end)
 end)
 
+describe('tplua report on results with a search document', function()
+  it('reads search-<platform>.json as the search, not as a skipped foreign file', function()
+    local res = h.tmpdir() .. '/res'
+    assert(fs.mkdir_p(res))
+    for _, name in ipairs({ 'megatron-r1.json', 'megatron-r2.json' }) do
+      h.write(res .. '/' .. name, h.read(h.fixture('results/fair/nvd/' .. name)))
+    end
+    h.write(res .. '/search-nvd.json', json.encode({ schema = 'tplua.search/1',
+      experiment = 'x', platform = 'nvd', state = 'running', strategy = 'halving',
+      metric = 'tokens_per_second', settings = { eta = 3, min_iters = 12, max_iters = 100,
+      budget = 0.4, level = 0.95 }, candidates = json.array({}), rungs = json.array({}) }))
+    h.write(res .. '/other.json', '{"schema": "something.else/1"}\n')
+    local out = h.tmpdir() .. '/rep'
+    local r = h.run({ 'report', res, '--out', out, '--no-plots' })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local md = h.read(out .. '/report.md')
+    assert.is_true(has(md, '## Search'), md)
+    -- Only other.json is foreign.
+    assert.is_true(has(md, '1 JSON file in the result directories are not results and were '
+      .. 'skipped.'), md)
+  end)
+end)
+
 -- The journal's events of `id`, by kind: {started = n, finished = n, ...}.
 local function counts(res, id)
   local out = {}
@@ -254,6 +277,11 @@ describe('a real search on the reference trainer #slow', function()
     assert.are.equal(0, rep.code, rep.stdout .. rep.stderr)
     local md = h.read(dir .. '/report/report.md')
     assert.is_true(has(md, '## Search'), md)
+    assert.is_false(has(md, 'were skipped'), md)
+    -- From rung 1 on, the intervals count the run-to-run variation of the candidates run twice.
+    local rr = doc.rungs[2].run_to_run
+    assert.is_true(rr.df >= 1 and rr.df <= 4 and rr.cv >= 0, json.encode(rr))
+    assert.is_true(has(md, 'intervals with a run-to-run variation of'), md)
     assert.is_true(has(md, 'Rung 0: 8 candidates, 20 more iterations each (20 in all).'), md)
     for _, d in ipairs(doc.rungs[1].dropped) do
       assert.is_true(has(md, '| ' .. (d.reason == 'failed' and 'failed' or 'dropped') .. ' | '),

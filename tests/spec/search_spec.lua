@@ -171,6 +171,48 @@ describe('tp.plan.search.step_time_ci', function()
     assert.is_true(covered >= 0.88 * n and covered <= 0.99 * n, tostring(covered))
   end)
 
+  it('counts the run-to-run variation when a configuration has several runs', function()
+    -- Each run of a configuration is off its true mean by a run offset (sd 1%, as the node it
+    -- lands on), its steps AR(1) around that. Pooling the runs' batch means as if they were one
+    -- run covers the true mean about half the time here; with the variation between runs
+    -- estimated over 8 configurations (tp.plan.search.between_runs) about 95%.
+    local rng = lcg(5)
+    local function normal()
+      local u1, u2 = rng(), rng()
+      return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
+    end
+    local covered, naive, n = 0, 0, 0
+    for _ = 1, 60 do
+      local cands = {}
+      for k = 1, 8 do
+        local runs = {}
+        for r, iters in ipairs({ 20, 40, 60 }) do
+          local offset = 1 + 0.01 * normal()
+          local t = series(rng, iters, 2.0 * offset, 0.01, 0.3, 0)
+          runs[r] = { step_times = t, first = 1 }
+        end
+        cands[k] = { runs = runs }
+      end
+      local between = assert(search.between_runs(cands))
+      assert.are.equal(16, between.df)
+      for _, c in ipairs(cands) do
+        n = n + 1
+        local e = assert(search.step_time_ci(c.runs, 0.95, between))
+        if e.lo <= 2.0 and 2.0 <= e.hi then
+          covered = covered + 1
+        end
+        local p = assert(search.step_time_ci(c.runs, 0.95))
+        if p.lo <= 2.0 and 2.0 <= p.hi then
+          naive = naive + 1
+        end
+      end
+    end
+    assert.is_true(covered >= 0.9 * n and covered <= 0.99 * n, covered .. ' of ' .. n)
+    assert.is_true(naive < 0.8 * n, naive .. ' of ' .. n)
+    -- No configuration measured twice: nothing to estimate.
+    assert.is_nil(search.between_runs({ { runs = { { step_times = { 1, 1, 1, 1 } } } } }))
+  end)
+
   it('gives tokens/s and its interval, per GPU on request', function()
     local c = { tokens_per_step = 1000, gpus = 4, runs = { { step_times = { 0.5, 0.5, 0.5, 0.5,
       0.5, 0.5, 0.5, 0.5, 0.5, 0.5 } } } }

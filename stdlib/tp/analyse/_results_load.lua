@@ -153,13 +153,30 @@ local function is_tprimat_name(name)
   return name:match('^train_.*%.json$') ~= nil or name:match('^benchmark_.*%.json$') ~= nil
 end
 
--- Classifies a decoded document: 'run', 'tprimat', or nil and the reason it is not a result.
+-- Documents tplua itself writes beside the run records, which a results directory holds as a
+-- matter of course: not results, and not counted as skipped foreign files.
+local COMPANIONS = { '^tplua%.search/' } -- a search's decisions (docs/search.md)
+
+local function is_companion(schema)
+  for _, pattern in ipairs(COMPANIONS) do
+    if type(schema) == 'string' and schema:match(pattern) then
+      return true
+    end
+  end
+  return false
+end
+
+-- Classifies a decoded document: 'run', 'tprimat', 'companion' (is_companion), or nil and the
+-- reason it is not a result.
 local function classify(doc, path, explicit)
   local schema = doc.schema
   if schema ~= nil and not is_null(schema) then
     local record = require('tp.parse.record')
     if record.readable(schema) then
       return 'run'
+    end
+    if is_companion(schema) then
+      return 'companion'
     end
     if type(schema) == 'string' and schema:match('^tplua%.run/') then
       bad(path, "schema '%s' is not supported (this version reads %s)", schema,
@@ -181,7 +198,8 @@ end
 
 -- Reads, validates and summarises one document (read_file_doc's results): returns
 -- an outcome {kind = 'run', summary, kind_of} | {kind = 'error', message, code} | {kind =
--- 'skipped', reason}, and its stat. `text_of()` gives the file's text (for members to decode).
+-- 'skipped' | 'companion', reason}, and its stat. `text_of()` gives the file's text (for
+-- members to decode).
 local function examine_doc(path, explicit, doc, st, nonfinite, text_of)
   if doc == nil then
     return { kind = 'error', message = st, code = nonfinite }
@@ -190,8 +208,8 @@ local function examine_doc(path, explicit, doc, st, nonfinite, text_of)
   local ok, err = pcall(function()
     validate(path, doc, text_of)
     local kind, why = classify(doc, path, explicit)
-    if not kind then
-      out = { kind = 'skipped', reason = why }
+    if not kind or kind == 'companion' then
+      out = { kind = kind and 'companion' or 'skipped', reason = why }
       return
     end
     if kind == 'tprimat' then
@@ -221,6 +239,8 @@ local function apply(set, outcome, path, root, st)
     set.errors[#set.errors + 1] = { path = path, message = outcome.message, code = outcome.code }
   elseif outcome.kind == 'skipped' then
     set.skipped[#set.skipped + 1] = { path = path, reason = outcome.reason }
+  elseif outcome.kind == 'companion' then
+    return -- tplua's own document beside the records (COMPANIONS): neither a run nor skipped
   else
     local run = {}
     for k, v in pairs(outcome.summary) do
@@ -235,7 +255,8 @@ end
 
 --- Name of the summary index `load` keeps in a directory when asked (`opts.index`).
 M.INDEX_NAME = '.tplua-results-index.json'
-local INDEX_SCHEMA = 'tplua.results-index/1'
+-- /2: tplua's own documents (COMPANIONS) are cached as 'companion', no longer as 'skipped'.
+local INDEX_SCHEMA = 'tplua.results-index/2'
 
 -- The entries of a directory's index ({[file name] = {size, mtime, outcome}}), or {} when it is
 -- missing, unreadable or of another version: the index is a cache, never a source of truth.

@@ -13,7 +13,7 @@ local run = require('tp.experiment._execute')
 
 local M = {}
 
-M.SCHEMA = 'tplua.search/1'
+M.SCHEMA = require('tp.present.search').SCHEMA -- 'tplua.search/1'
 
 -- The flags without --search (the grid's plan).
 local function grid_opts_of(opts)
@@ -185,33 +185,12 @@ local function load_record(path)
   return rec
 end
 
--- Seconds since an arbitrary origin of a record's 'YYYY-MM-DDTHH:MM:SS[.fff]Z' time, or nil.
-local function seconds_of(stamp)
-  if type(stamp) ~= 'string' then
-    return nil
-  end
-  local y, mo, d, h, mi, sec = stamp:match('^(%d+)%-(%d+)%-(%d+)T(%d+):(%d+):([%d.]+)Z$')
-  if not y then
-    return nil
-  end
-  -- Days from civil (proleptic Gregorian), so that no time zone enters the difference.
-  y, mo = tonumber(y), tonumber(mo)
-  if mo <= 2 then
-    y = y - 1
-  end
-  local era = y // 400
-  local yoe = y - era * 400
-  local doy = (153 * ((mo + 9) % 12) + 2) // 5 + tonumber(d) - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  local days = era * 146097 + doe
-  return days * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(sec)
-end
-
 -- What a run cost in GPU-seconds: its GPUs x its wall time from start to end (the GPUs are
 -- held from the launch on), else x the sum of its step times.
 local function gpu_seconds_of(rec, gpus)
   local src = rec.source or {}
-  local a, b = seconds_of(src.started_at), seconds_of(src.finished_at)
+  local history = require('tp.history')
+  local a, b = history.parse_time(src.started_at), history.parse_time(src.finished_at)
   if a and b and b >= a then
     return gpus * (b - a)
   end
@@ -248,6 +227,7 @@ local function document(plan, platform, s, cands, result, state)
   for i, r in ipairs(result.rungs) do
     rungs[i] = {
       rung = r.rung, iters = r.iters, budget = r.budget,
+      run_to_run = r.between and { cv = math.sqrt(r.between.cv2), df = r.between.df } or nil,
       ranking = entry_list(r.ranking, { 'estimate', 'lo', 'hi', 'failed', 'iters' }),
       kept = entry_list(r.kept, { 'why', 'estimate', 'lo', 'hi' }),
       dropped = entry_list(r.dropped, { 'reason', 'detail', 'estimate', 'lo', 'hi',

@@ -6,8 +6,9 @@
 -- for the plan; a strategy API that
 -- user strategies written in Lua share with the built-in one. Nothing here starts a process: the
 -- caller gives `measure` (tp.experiment runs the rung's runs through tp.campaign; bench/search
--- replays recorded throughputs). docs/search.md is the guide.
-local stats = require('tp.stats')
+-- replays recorded throughputs). The intervals it ranks by are tp.plan._search_ci's.
+-- docs/search.md is the guide.
+local ci = require('tp.plan._search_ci')
 
 local M = {}
 
@@ -191,86 +192,10 @@ end
 -- ---------------------------------------------------------------------------------------------
 -- Estimates.
 
--- The two-sided Student-t quantile: t with P(|T| > t) = 1 - level, by bisection of tp.stats.t_p2.
-local function t_quantile(level, df)
-  local lo, hi = 0, 1
-  while stats.t_p2(hi, df) > 1 - level do
-    hi = hi * 2
-  end
-  for _ = 1, 80 do
-    local mid = (lo + hi) / 2
-    if stats.t_p2(mid, df) > 1 - level then
-      lo = mid
-    else
-      hi = mid
-    end
-  end
-  return (lo + hi) / 2
-end
-M.t_quantile = t_quantile
-
---- The steady-state step times of a candidate's runs and the confidence interval of their mean
---- by batch means: each run's MSER-5 window (tp.stats.steady_state) is cut into batches of
---- floor(sqrt(n)) step times (Flegal, Haran & Jones 2008, "Markov chain Monte Carlo: can we
---- trust the third significant figure?", Statist. Sci. 23(2)), the oldest leftover dropped, no
---- batch straddling two runs; the batch means give a Student-t interval, which takes the
---- autocorrelation of step times into account. With fewer than 2 batches the interval is
---- unbounded. Returns {mean, lo, hi, batches, steps, runs} of the step time in seconds.
----@param runs table[] {step_times = number[], first? = first index of the steady window}
----@param level? number default 0.95
----@return table|nil est
----@return string? err
-function M.step_time_ci(runs, level)
-  level = level or M.DEFAULTS.level
-  local windows, total = {}, 0
-  for _, r in ipairs(runs) do
-    local times = r.step_times
-    if type(times) == 'table' and #times > 0 then
-      local first = r.first
-      if not first then
-        local w = stats.steady_state(times)
-        first = w and w.first or 1
-      end
-      windows[#windows + 1] = { times = times, first = first }
-      total = total + #times - first + 1
-    end
-  end
-  if total == 0 then
-    return nil, 'no step times'
-  end
-  local size = math.max(1, math.floor(math.sqrt(total / #windows)))
-  local means, sum, count = {}, 0, 0
-  for _, w in ipairs(windows) do
-    local n = #w.times - w.first + 1
-    local start = w.first + n % size -- the leftover is the oldest part of the window
-    for b = start, #w.times - size + 1, size do
-      local s = 0
-      for i = b, b + size - 1 do
-        s = s + w.times[i]
-      end
-      means[#means + 1] = s / size
-      sum, count = sum + s, count + size
-    end
-  end
-  if count == 0 then
-    return nil, 'no complete batch of step times'
-  end
-  local mean = sum / count
-  local est = { mean = mean, batches = #means, batch_size = size, steps = count,
-    runs = #windows }
-  if #means < 2 then
-    est.lo, est.hi = 0, math.huge
-    return est
-  end
-  local var = 0
-  for _, m in ipairs(means) do
-    var = var + (m - mean) ^ 2
-  end
-  var = var / (#means - 1)
-  local half = t_quantile(level, #means - 1) * math.sqrt(var / #means)
-  est.lo, est.hi = math.max(0, mean - half), mean + half
-  return est
-end
+-- The intervals (tp.plan._search_ci).
+M.t_quantile = ci.t_quantile
+M.between_runs = ci.between_runs
+M.step_time_ci = ci.step_time_ci
 
 --- The default ranking of a candidate: its steady-state tokens/s (tokens per step / mean step
 --- time; per GPU with metric 'tokens_per_second_per_gpu') with the interval the step-time
@@ -281,7 +206,7 @@ end
 ---@return number|string lo_or_err
 ---@return number? hi
 function M.default_rank(c, s)
-  local est, err = M.step_time_ci(c.runs, s.level)
+  local est, err = M.step_time_ci(c.runs, s.level, c.between)
   if not est then
     return nil, err
   end
@@ -361,6 +286,13 @@ function Ctx:measure(list, iters)
       c.iters = (c.iters or 0) + iters
     end
     c.failed = m.failed
+  end
+  -- The run-to-run variation, from every candidate measured more than once so far (those
+  -- dropped too: their runs still tell it), goes into each interval.
+  self.between = M.between_runs(self.candidates)
+  rung.between = self.between
+  for _, c in ipairs(list) do
+    c.between = self.between
     c.estimate, c.lo, c.hi = nil, nil, nil
     if not c.failed then
       local est = M.step_time_ci(c.runs, self.spec.level)

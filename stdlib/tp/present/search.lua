@@ -74,6 +74,16 @@ local function heading(doc)
     tostring(doc.metric), num((st.level or 0) * 100), state)
 end
 
+-- The run-to-run variation a rung's intervals count (docs/search.md, "Ranking"), or ''.
+local function run_to_run(r)
+  local v = r.run_to_run
+  if type(v) ~= 'table' or type(v.cv) ~= 'number' then
+    return ''
+  end
+  return string.format('; intervals with a run-to-run variation of %.2f%% (%s df)', 100 * v.cv,
+    num(v.df))
+end
+
 -- One entry per candidate of a rung: {status ('kept', 'dropped', 'failed', 'measured'),
 -- candidate, figures, why}.
 local function rung_rows(r)
@@ -138,8 +148,8 @@ function M.lines(doc)
   local out = { heading(doc) }
   for _, r in ipairs(doc.rungs or {}) do
     out[#out + 1] = string.format('  rung %s: %d candidate%s, %s more iterations each (%s in '
-      .. 'all)', num(r.rung), #(r.ranking or {}), #(r.ranking or {}) == 1 and '' or 's',
-      num(r.iters), num(r.budget))
+      .. 'all)%s', num(r.rung), #(r.ranking or {}), #(r.ranking or {}) == 1 and '' or 's',
+      num(r.iters), num(r.budget), run_to_run(r))
     for _, row in ipairs(rung_rows(r)) do
       out[#out + 1] = string.format('    %-8s [%s] %s%s%s', row.status, tostring(row.candidate),
         row.figures, row.figures ~= '' and ': ' or '', row.why)
@@ -162,8 +172,8 @@ end
 function M.markdown(doc)
   local out = { '### ' .. md_text(heading(doc)), '' }
   for _, r in ipairs(doc.rungs or {}) do
-    out[#out + 1] = string.format('Rung %s: %d candidates, %s more iterations each (%s in all).',
-      num(r.rung), #(r.ranking or {}), num(r.iters), num(r.budget))
+    out[#out + 1] = string.format('Rung %s: %d candidates, %s more iterations each (%s in all)%s.',
+      num(r.rung), #(r.ranking or {}), num(r.iters), num(r.budget), run_to_run(r))
     out[#out + 1] = ''
     out[#out + 1] = '| decision | candidate | ' .. md_text(METRIC_LABEL[doc.metric] or 'metric')
       .. ' [interval] | why |'
