@@ -310,10 +310,15 @@ return tp.campaign({ name = 'history-campaign', results = %q, runs = runs })
     local dir = h.tmpdir()
     local dbp = dir .. '/h.db'
     local env = { TPLUA_HISTORY = dbp, TPLUA_GPU_LIBPATH = h.tmpdir() }
-    local r = h.run({ 'run', campaign_file(dir), '--skip-preflight', '--quiet' }, { env = env })
+    local r = h.run({ 'run', campaign_file(dir), '--skip-preflight' }, { env = env })
     assert.are.equal(0, r.code, r.stdout .. r.stderr)
-    assert.is_true(has(r.stdout, 'history: added fake-1 to ' .. dbp), r.stdout)
+    local added1 = r.stdout:find('history: added fake-1 to ' .. dbp, 1, true)
+    assert.is_truthy(added1, r.stdout)
     assert.is_true(has(r.stdout, 'history: added fake-2 to ' .. dbp), r.stdout)
+    -- Each run is added as soon as its record is written, before the next run starts.
+    local started2 = r.stdout:find('fake-2: started', 1, true)
+    assert.is_truthy(started2, r.stdout)
+    assert.is_true(added1 < started2, r.stdout)
     assert.are.equal(2, count_runs(dbp))
     -- Run again: both finished before, nothing new to add, nothing said.
     local again = h.run({ 'run', campaign_file(dir), '--skip-preflight', '--quiet' },

@@ -421,3 +421,16 @@ for _, backend in ipairs(pg.backends()) do
     end
   end)
 end
+
+describe('tp.history targets', function()
+  it('refuses a PostgreSQL keyword string, creating no file and showing no password', function()
+    local dir = h.tmpdir()
+    local target = 'host=' .. dir .. ' password=hunter2 dbname=perf'
+    local H, err, code = history.open(target)
+    assert.is_nil(H)
+    assert.are.equal('EINVAL', code)
+    assert.is_true(has(err, 'postgresql:// URL'), err)
+    assert.is_false(has(err, 'hunter2'), err)
+    assert.is_false(fs.exists(target))
+  end)
+end)

@@ -96,10 +96,13 @@ local function run_campaign(c, args)
   end
   -- Profiled runs get their traces analysed into their records (profile.analysis), as a
   -- recipe's runs do (tp.experiment).
+  -- Each run adds itself to the history TPLUA_HISTORY names as soon as its record is written.
+  local on_record = require('tp.experiment').history_hook(nil, io.stdout)
   for _, r in ipairs(c.runs) do
     if type(r.profile) == 'table' and r.profile.analyse == nil then
       r.profile = require('tp.experiment').with_analysis(r.profile)
     end
+    r.on_record = r.on_record or on_record
   end
   if not preflight_campaign(c, opts) then
     io.stdout:write('run: the preflight found errors: nothing started (--skip-preflight starts '

@@ -174,7 +174,8 @@ function Experiment:cli(args, mode, program)
         rerr = 'the preflight found errors: nothing started (--skip-preflight starts anyway)'
       else
         local exec_opts = { concurrency = opts.concurrency }
-        local extra = { preflight = preflight.summary(report) }
+        local extra = { preflight = preflight.summary(report),
+          on_record = run.history_hook(self.history, io.stdout) }
         if plan.platforms[platform].search then
           -- A search runs rung after rung (tp.experiment._search; docs/search.md).
           result, rerr = require('tp.experiment._search').execute(self, plan, platform, opts,

@@ -68,8 +68,9 @@ end
 --- run's `profile` carries the trace analysis (M.with_analysis).
 ---@param plan table
 ---@param platform? string only this platform's runs
----@param extra? table {preflight?} what every run's record carries besides (the preflight's
----  summary, tp.preflight.summary)
+---@param extra? table {preflight?, on_record?} what every run's record carries besides (the
+---  preflight's summary, tp.preflight.summary), and what is called with each record written
+---  (M.history_hook's function)
 ---@return table[]
 function M.campaign_runs(plan, platform, extra)
   local out = {}
@@ -87,6 +88,7 @@ function M.campaign_runs(plan, platform, extra)
         dataset = type(dataset) == 'string' and dataset or nil,
         profile = r.profile and M.with_analysis(r.profile),
         preflight = extra and extra.preflight,
+        on_record = extra and extra.on_record,
       }
     end
   end
@@ -124,39 +126,19 @@ function M.execute(plan, platform, opts, extra)
   return c:execute(opts or {})
 end
 
---- Adds the records of the runs a campaign's execution left finished (`summary`, what
---- campaign:execute returned: runs finished now or before) to the history `target` (a recipe's
---- `history`), else the one $TPLUA_HISTORY names; nothing when neither is set. Prints one line
---- per run added to `out` ('history: added <run id> to <db>'); a run stored already is not
---- added again. Returns true, or nil and the message (printed to stderr) when the history
---- cannot be opened or written.
----@param target? string a path or postgresql:// URL
----@param summary table
----@param out? file* (default io.stdout)
----@return true|nil ok, string? err
-function M.add_to_history(target, summary, out)
-  out = out or io.stdout
+-- The history runs are added to: `target`, else $TPLUA_HISTORY; nil when neither is set.
+local function history_target(target)
   if target == nil or target == '' then
     target = os.getenv('TPLUA_HISTORY')
   end
-  if target == nil or target == '' or type(summary) ~= 'table'
-    or type(summary.runs) ~= 'table' or type(summary.results) ~= 'string' then
-    return true
+  if target == nil or target == '' then
+    return nil
   end
-  local fs = require('tp.fs')
-  local paths = {}
-  for id, r in pairs(summary.runs) do
-    if r.status == 'finished' or (r.status == 'skipped' and r.state == 'finished') then
-      local p = fs.join(summary.results, id .. '.json')
-      if fs.is_file(p) then
-        paths[#paths + 1] = p
-      end
-    end
-  end
-  if #paths == 0 then
-    return true
-  end
-  table.sort(paths)
+  return target
+end
+
+-- Adds the record files `paths` to the history `target`, one line to `out` per run added.
+local function add_paths(target, paths, out)
   local history = require('tp.history')
   local h, err = history.open(target)
   if not h then
@@ -181,6 +163,59 @@ function M.add_to_history(target, summary, out)
     return nil, res.failed[1].error
   end
   return true
+end
+
+--- The function a run calls once its record is written (the campaign run's `on_record`) that
+--- adds the record to the history `target` (a recipe's `history`), else the one $TPLUA_HISTORY
+--- names, printing one line to `out`; nil when neither is set. A history that cannot be
+--- written is said on stderr; the run stays as it ended (M.add_to_history, at the end of the
+--- campaign, tries again and sets the exit status).
+---@param target? string a path or postgresql:// URL
+---@param out? file* (default io.stdout)
+---@return function|nil on_record
+function M.history_hook(target, out)
+  target = history_target(target)
+  if not target then
+    return nil
+  end
+  out = out or io.stdout
+  return function(path)
+    add_paths(target, { path }, out)
+  end
+end
+
+--- Adds the records of the runs a campaign's execution left finished (`summary`, what
+--- campaign:execute returned: runs finished now or before) to the history `target` (a recipe's
+--- `history`), else the one $TPLUA_HISTORY names; nothing when neither is set. Prints one line
+--- per run added to `out` ('history: added <run id> to <db>'); a run stored already is not
+--- added again. Returns true, or nil and the message (printed to stderr) when the history
+--- cannot be opened or written.
+---@param target? string a path or postgresql:// URL
+---@param summary table
+---@param out? file* (default io.stdout)
+---@return true|nil ok, string? err
+function M.add_to_history(target, summary, out)
+  out = out or io.stdout
+  target = history_target(target)
+  if target == nil or type(summary) ~= 'table'
+    or type(summary.runs) ~= 'table' or type(summary.results) ~= 'string' then
+    return true
+  end
+  local fs = require('tp.fs')
+  local paths = {}
+  for id, r in pairs(summary.runs) do
+    if r.status == 'finished' or (r.status == 'skipped' and r.state == 'finished') then
+      local p = fs.join(summary.results, id .. '.json')
+      if fs.is_file(p) then
+        paths[#paths + 1] = p
+      end
+    end
+  end
+  if #paths == 0 then
+    return true
+  end
+  table.sort(paths)
+  return add_paths(target, paths, out)
 end
 
 return M

@@ -33,6 +33,7 @@ M.campaign_runs = run.campaign_runs
 M.with_analysis = run.with_analysis
 M.execute = run.execute
 M.add_to_history = run.add_to_history
+M.history_hook = run.history_hook
 M.load_results = summary.load_results
 M.summarize = summary.summarize
 M.print_summary = summary.print_summary

@@ -108,6 +108,12 @@ function M.open(target, opts)
       return nil, string.format('%s: cannot create its directory: %s', target, err), code
     end
   end
+  -- A libpq keyword string ('host=db password=...') is not a file name: refused before SQLite
+  -- would create a file of that name, and never echoed (it may hold a password).
+  if not is_url(target) and target:match('^%s*[%a_]+%s*=') then
+    return nil, 'history: a PostgreSQL keyword string is not a history target: '
+      .. 'give a postgresql:// URL (docs/history.md)', 'EINVAL'
+  end
   local db = require('tp._db')
   local c, err, code = db.open(target, { timeout_ms = opts and opts.timeout_ms or 5000 })
   if not c then

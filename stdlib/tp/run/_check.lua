@@ -21,11 +21,11 @@ local RUN_TYPES = {
   dataset = 'string', methodology = 'string', ['repeat'] = 'integer', config = 'table',
   files = 'table', files_dir = 'string', total_iters = 'integer', experiment = 'string',
   hardware = 'string', launcher = 'string', profile = 'table', preflight = 'table',
-  stop = 'table',
+  stop = 'table', on_record = 'function',
 }
 
 -- The fields that define what a run computes: they make up its config hash. Supervision
--- settings (timeout, kill_grace, stop) and where generated files go are left out.
+-- settings (timeout, kill_grace, stop, on_record) and where generated files go are left out.
 local HASHED = { 'id', 'argv', 'env', 'cwd', 'parser', 'gbs', 'seq_len', 'gpus', 'platform',
   'framework', 'model', 'dataset', 'methodology', 'repeat', 'config', 'files', 'total_iters',
   'experiment', 'hardware' }

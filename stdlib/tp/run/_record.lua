@@ -437,6 +437,19 @@ function Active:finalize()
     end
     f.journaled = true
   end
+  if not f.handed then
+    -- The run's `on_record(path, record)`, once its record is in place (tp.experiment adds it
+    -- to the history there): a failure is printed, the run's outcome stays what it was.
+    f.handed = true
+    local hook = self.run.on_record
+    if outcome.record_path and type(hook) == 'function' then
+      local ok, herr = pcall(hook, outcome.record_path, outcome.record)
+      if not ok then
+        io.stderr:write(string.format('run %s: after the record: %s\n', self.run.id,
+          tostring(herr)))
+      end
+    end
+  end
   self.outcome = outcome
   if ctx.view then
     ctx.view:finished(self.run.id, outcome, self.state)
