@@ -43,3 +43,34 @@ int tp_digest_pipe_finish(TpDigestPipe *p, char hex[TP_DIGEST_SHA256_HEX + 1], T
 
 /// Stops the thread (after the blocks already pushed) and frees the pipe. NULL is accepted.
 void tp_digest_pipe_free(TpDigestPipe *p);
+
+/// A SHA-256 of a file computed by a second thread that reads the file itself (pread on a
+/// descriptor of its own) behind a reader of the same file: the reader reports how far it has
+/// read and hands over no bytes, so neither waits for the other until the digest is asked for.
+/// The thread hashes exactly the bytes [0, total) the reader reported, so the digest and the
+/// reader's byte count describe the same data; a file that shrinks meanwhile is an error. What
+/// pread cannot read (a pipe, a terminal, a socket) is hashed from the reader's bytes instead, as
+/// they are reported.
+typedef struct TpDigestFollow TpDigestFollow;
+
+/// Starts following the file open at `fd` (a regular file is read through a duplicate of `fd`:
+/// the caller keeps and closes its own). `subject` names the file in error messages. Without a
+/// thread (pthread_create failed) the bytes are hashed in tp_digest_follow_wait. Returns NULL
+/// (err filled) when libcrypto, fstat or dup fails.
+TpDigestFollow *tp_digest_follow_new(int fd, const char *subject, TpError *err);
+
+/// Reports `len` more bytes read, at `data`: counted for a regular file (the thread reads them
+/// itself), hashed now otherwise (they need to stay valid only during the call).
+void tp_digest_follow_advance(TpDigestFollow *f, const void *data, size_t len);
+
+/// Reports that the reader stopped: the digest covers the bytes reported.
+void tp_digest_follow_end(TpDigestFollow *f);
+
+/// Waits for the digest (after tp_digest_follow_end) and writes it to `hex`; may be called again
+/// (the same answer). @return 0, -errno when the thread could not read the file, TP_EINVAL when
+/// the file ended before the bytes reported or libcrypto failed (err filled).
+int tp_digest_follow_wait(TpDigestFollow *f, char hex[TP_DIGEST_SHA256_HEX + 1], TpError *err);
+
+/// Stops the thread (at its next block, whether or not the digest is done) and frees the
+/// follower. NULL is accepted.
+void tp_digest_follow_free(TpDigestFollow *f);

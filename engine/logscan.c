@@ -460,12 +460,23 @@ int tp_logscan_feed(TpLogScan *s, const char *data, size_t len, TpError *err) {
   return 0;
 }
 
-// Buffers read ahead while the digest thread hashes the ones before (each READ_CHUNK bytes).
+// Buffers read ahead while the pipe's thread hashes the ones before (each READ_CHUNK bytes).
 #define DIGEST_BUFFERS 4
 
-// Reads the file at `path` to the end and feeds it; with `pipe`, every chunk is also handed to
-// the digest thread, and a buffer is reused only once the thread is done with it.
-static int feed_path(TpLogScan *s, const char *path, TpDigestPipe *pipe, uint64_t *size,
+// How feed_path computes the file's digest, if at all.
+typedef struct FeedDigest {
+  TpDigestPipe *pipe;       // every chunk read handed to the pipe's thread (the reader waits)
+  TpDigestFollow **follow;  // a follower started on the file, put here (the reader never waits)
+} FeedDigest;
+
+// Reads the file at `path` to the end and feeds it. With d->pipe, every chunk is also handed to
+// the pipe's thread (engine/digest.h), from a ring of DIGEST_BUFFERS buffers, a buffer reused
+// only once the thread is done with it: the bytes are read once, and the scan goes at the pace of
+// the hash. With d->follow, a follower is started on the file: for a regular file its thread
+// reads and hashes the file itself behind the scanner, told only how far the scanner has read
+// (a pipe's bytes are hashed as they are read), so the scan ends without waiting for the hash;
+// *d->follow receives it (NULL when the scan fails).
+static int feed_path(TpLogScan *s, const char *path, const FeedDigest *d, uint64_t *size,
                      TpError *err) {
   int rc = check_state(s, err);
   if (rc) {
@@ -477,11 +488,21 @@ static int feed_path(TpLogScan *s, const char *path, TpDigestPipe *pipe, uint64_
     return fd;
   }
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  TpDigestPipe *pipe = d ? d->pipe : NULL;
   size_t nbuf = pipe ? DIGEST_BUFFERS : 1;
   char *bufs = malloc(nbuf * READ_CHUNK);
   if (!bufs) {
     close(fd);
     return tp_error_set(err, TP_ENOMEM, "%s: out of memory", path);
+  }
+  TpDigestFollow *follow = NULL;
+  if (d && d->follow) {
+    follow = tp_digest_follow_new(fd, path, err);
+    if (!follow) {
+      free(bufs);
+      close(fd);
+      return err ? err->code : TP_ENOMEM;
+    }
   }
   uint64_t tickets[DIGEST_BUFFERS] = {0};
   uint64_t total = 0;
@@ -506,6 +527,9 @@ static int feed_path(TpLogScan *s, const char *path, TpDigestPipe *pipe, uint64_
     if (pipe) {
       tickets[k] = tp_digest_pipe_push(pipe, buf, (size_t)got);
     }
+    if (follow) {
+      tp_digest_follow_advance(follow, buf, (size_t)got);
+    }
     rc = tp_logscan_feed(s, buf, (size_t)got, err);
     if (rc) {
       break;
@@ -521,6 +545,14 @@ static int feed_path(TpLogScan *s, const char *path, TpDigestPipe *pipe, uint64_
   }
   free(bufs);
   close(fd);
+  if (follow) {
+    if (rc) {
+      tp_digest_follow_free(follow);
+    } else {
+      tp_digest_follow_end(follow);
+      *d->follow = follow;
+    }
+  }
   if (size) {
     *size = total;
   }
@@ -531,13 +563,21 @@ int tp_logscan_feed_file(TpLogScan *s, const char *path, TpError *err) {
   return feed_path(s, path, NULL, NULL, err);
 }
 
+int tp_logscan_feed_file_digest(TpLogScan *s, const char *path, TpDigestFollow **digest,
+                                uint64_t *size, TpError *err) {
+  *digest = NULL;
+  FeedDigest d = {.follow = digest};
+  return feed_path(s, path, &d, size, err);
+}
+
 int tp_logscan_feed_file_sha256(TpLogScan *s, const char *path, char hex[TP_DIGEST_SHA256_HEX + 1],
                                 uint64_t *size, TpError *err) {
   TpDigestPipe *pipe = tp_digest_pipe_new(path, err);
   if (!pipe) {
     return err ? err->code : TP_ENOMEM;
   }
-  int rc = feed_path(s, path, pipe, size, err);
+  FeedDigest d = {.pipe = pipe};
+  int rc = feed_path(s, path, &d, size, err);
   if (rc) {
     tp_digest_pipe_free(pipe);
     return rc;

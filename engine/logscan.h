@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "digest.h"
 #include "logscan_num.h"
 #include "logscan_rec.h"
 #include "logscan_types.h"
@@ -33,10 +34,17 @@ int tp_logscan_feed(TpLogScan *s, const char *data, size_t len, TpError *err);
 /// "<path>: No such file or directory" (-ENOENT), "<path>: Is a directory" (-EISDIR), ...
 int tp_logscan_feed_file(TpLogScan *s, const char *path, TpError *err);
 /// Like tp_logscan_feed_file, and computes the SHA-256 of the bytes read in the same read (by a
-/// second thread, engine/digest.h): 64 lowercase hex digits in `hex`, the byte count in `*size`
-/// (when not NULL). The digest is that of the file as read, identical to sha256sum's.
+/// second thread hashing the chunks the scanner reads, engine/digest.h's pipe): 64 lowercase hex
+/// digits in `hex`, the byte count in `*size` (when not NULL). The digest is that of the file as
+/// read, identical to sha256sum's; the scan goes at the pace of the hash.
 int tp_logscan_feed_file_sha256(TpLogScan *s, const char *path, char hex[65], uint64_t *size,
                                 TpError *err);
+/// Like tp_logscan_feed_file_sha256, but returns as soon as the scanner has read the file: the
+/// digest of its `*size` bytes is still being computed by the follower put in `*digest` (NULL
+/// on failure), which the caller waits for (tp_digest_follow_wait) and frees
+/// (tp_digest_follow_free) when it needs the digest, doing other work meanwhile.
+int tp_logscan_feed_file_digest(TpLogScan *s, const char *path, TpDigestFollow **digest,
+                                uint64_t *size, TpError *err);
 /// Ends the input: processes the last unterminated line, adds end-of-stream diagnostics
 /// (truncated, ...) and settles the format, meta and parameter totals. Idempotent.
 int tp_logscan_finish(TpLogScan *s, TpError *err);

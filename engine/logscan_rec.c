@@ -405,6 +405,20 @@ bool tp_logscan_record(const TpLogScan *s, size_t i, TpLogRecord *out) {
   return true;
 }
 
+bool tp_logscan_record_field(const TpLogScan *s, size_t i, int f, double *v) {
+  if (i >= s->nrecs || f < 0 || f >= TP_LOG_F_COUNT) {
+    return false;
+  }
+  const LsRec *r = &s->recs[i];
+  if (!(r->present >> f & 1)) {
+    return false;
+  }
+  // The values are stored for the present fields in field order: f's is after those below it.
+  uint64_t below = r->present & ((UINT64_C(1) << f) - 1);
+  *v = s->dpool[r->dofs + (size_t)__builtin_popcountll(below)];
+  return true;
+}
+
 bool tp_logscan_kv_next(const TpLogRecord *r, size_t *pos, TpLogKv *out) {
   size_t p = *pos;
   if (p + 3 > r->kv_len) {

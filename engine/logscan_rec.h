@@ -29,6 +29,9 @@ size_t tp_logscan_nrecords(const TpLogScan *s);
 size_t tp_logscan_take_new(TpLogScan *s);
 /// Fills `out` with record `i` (< nrecords). Returns false when out of range.
 bool tp_logscan_record(const TpLogScan *s, size_t i, TpLogRecord *out);
+/// Reads field `f` of record `i` alone into *v: true when the record has it (false when it does
+/// not, or i or f is out of range), without decoding the rest of the record.
+bool tp_logscan_record_field(const TpLogScan *s, size_t i, int f, double *v);
 /// Iterates the key/value entries of a record: start with *pos = 0; false at the end.
 bool tp_logscan_kv_next(const TpLogRecord *r, size_t *pos, TpLogKv *out);
 

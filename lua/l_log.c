@@ -2,6 +2,7 @@
 // or a file, records handed over as tables, and hooks that let Lua-registered parsers claim a log.
 #include <lauxlib.h>
 #include <lua.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,8 @@ typedef struct Scanner {
   int pidx;      // stack index of the parsers table during that call
   bool hook_failed;
   bool finished;
+  TpDigestFollow *digest;  // feed_file(path, 'later'): the file's SHA-256 being computed
+  uint64_t digest_size;    // the bytes it covers
 } Scanner;
 
 static Scanner *check_scanner(lua_State *L, int idx) {
@@ -358,18 +361,29 @@ static int scan_feed(lua_State *L) {
 }
 
 // scanner:feed_file(path [, sha256]) -> true [, hex, size] | nil, err, code
-// With sha256 true, the file's SHA-256 is computed in the same read (engine/digest.h pipe).
+// With sha256 true, the file's SHA-256 is computed in the same read (engine/digest.h pipe: a
+// second thread hashes the chunks the scanner reads), returned with the byte count. With sha256
+// 'later', a second thread reads and hashes the file behind the scanner (engine/digest.h
+// follower), and it returns true, size as soon as the file is scanned, the digest still being
+// computed: scanner:digest() waits for it.
 static int scan_feed_file(lua_State *L) {
   Scanner *u = check_scanner(L, 1);
   const char *path = luaL_checkstring(L, 2);
-  bool sha = lua_toboolean(L, 3);
+  bool later = lua_type(L, 3) == LUA_TSTRING;
+  if (later) {
+    luaL_argcheck(L, strcmp(lua_tostring(L, 3), "later") == 0, 3, "true, false or 'later'");
+    luaL_argcheck(L, u->digest == NULL, 3, "the scanner already follows a file's digest");
+  }
+  bool sha = later || lua_toboolean(L, 3);
   lua_settop(L, 2);
   enter(L, u);
   TpError err;
   char hex[TP_DIGEST_SHA256_HEX + 1];
   uint64_t size = 0;
-  int rc = sha ? tp_logscan_feed_file_sha256(u->s, path, hex, &size, &err)
-               : tp_logscan_feed_file(u->s, path, &err);
+  TpDigestFollow *follow = NULL;
+  int rc = later ? tp_logscan_feed_file_digest(u->s, path, &follow, &size, &err)
+           : sha ? tp_logscan_feed_file_sha256(u->s, path, hex, &size, &err)
+                 : tp_logscan_feed_file(u->s, path, &err);
   u->L = NULL;
   if (rc) {
     return engine_failure(L, u, &err);
@@ -379,9 +393,32 @@ static int scan_feed_file(lua_State *L) {
   if (!sha) {
     return 1;
   }
+  if (later) {
+    u->digest = follow;
+    u->digest_size = size;
+    lua_pushinteger(L, (lua_Integer)size);
+    return 2;
+  }
   lua_pushstring(L, hex);
   lua_pushinteger(L, (lua_Integer)size);
   return 3;
+}
+
+// scanner:digest() -> hex, size | nil, err, code: waits for the SHA-256 that feed_file(path,
+// 'later') started (the same answer on each call).
+static int scan_digest(lua_State *L) {
+  Scanner *u = check_scanner(L, 1);
+  if (!u->digest) {
+    return luaL_error(L, "the scanner computes no digest (feed_file(path, 'later') starts one)");
+  }
+  TpError err;
+  char hex[TP_DIGEST_SHA256_HEX + 1];
+  if (tp_digest_follow_wait(u->digest, hex, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  lua_pushstring(L, hex);
+  lua_pushinteger(L, (lua_Integer)u->digest_size);
+  return 2;
 }
 
 // scanner:finish() -> {records not returned by feed yet...} | nil, err, code
@@ -529,11 +566,10 @@ static int scan_values(lua_State *L) {
   }
   lua_Integer k = 0;
   for (size_t i = lo; i < hi; i++) {
-    TpLogRecord r;
-    tp_logscan_record(u->s, i, &r);
-    if ((r.present >> f & 1) && is_finite_num(r.v[f])) {
+    double v;
+    if (tp_logscan_record_field(u->s, i, f, &v) && is_finite_num(v)) {
       k++;
-      push_num(L, r.v[f], is_int);
+      push_num(L, v, is_int);
       lua_rawseti(L, 5, k);
       if (want_pos) {
         lua_pushinteger(L, (lua_Integer)i + 1);
@@ -563,13 +599,12 @@ static int scan_peak(lua_State *L) {
   double best = 0;
   int best_f = 0;
   for (size_t i = 0; i < n; i++) {
-    TpLogRecord r;
-    tp_logscan_record(u->s, i, &r);
     for (lua_Integer j = 0; j < nf; j++) {
       int f = fields[j];
-      if ((r.present >> f & 1) && is_finite_num(r.v[f]) && (!have || r.v[f] > best)) {
+      double v;
+      if (tp_logscan_record_field(u->s, i, f, &v) && is_finite_num(v) && (!have || v > best)) {
         have = true;
-        best = r.v[f];
+        best = v;
         best_f = f;
       }
     }
@@ -695,6 +730,8 @@ typedef struct RecWriter {
   size_t subkey_len;
   char why[160];
   bool nomem;
+  uint64_t int_mask;  // bit f: field f is a count (tp_logscan_field_is_int)
+  size_t fixed_room;  // rw_fixed_room
 } RecWriter;
 
 typedef struct KvEnt {
@@ -716,13 +753,14 @@ static int kvent_cmp(const void *a, const void *b) {
   return c;
 }
 
+static bool rw_nomem(RecWriter *w) {
+  w->nomem = true;
+  snprintf(w->why, sizeof w->why, "out of memory");
+  return false;
+}
+
 static bool rw_put(RecWriter *w, const char *p, size_t n) {
-  if (tp_buf_append(w->out, p, n) != 0) {
-    w->nomem = true;
-    snprintf(w->why, sizeof w->why, "out of memory");
-    return false;
-  }
-  return true;
+  return tp_buf_append(w->out, p, n) == 0 || rw_nomem(w);
 }
 
 static bool rw_string(RecWriter *w, const char *s, size_t n) {
@@ -741,16 +779,39 @@ static bool rw_string(RecWriter *w, const char *s, size_t n) {
   return true;
 }
 
-static bool rw_number(RecWriter *w, double v, bool as_int) {
-  char buf[TP_JSONW_NUM_MAX];
+// Writes the JSON text of v at d (room for TP_JSONW_NUM_MAX bytes): null when not finite, the
+// integer's digits (as "%lld" writes them, without printf's cost) when as_int and integral, else
+// tp_jsonw_float's shortest round-trip text. Returns the end.
+static char *put_number(char *d, double v, bool as_int) {
   if (!is_finite_num(v)) {
-    return rw_put(w, "null", 4);
+    memcpy(d, "null", 4);
+    return d + 4;
   }
-  if (as_int && v == floor(v) && v >= -9007199254740992.0 && v <= 9007199254740992.0) {
-    // Decimal digits of the integer, as "%lld" writes them (without printf's cost).
+  // An integral non-count below 10^15 (a loss scale of 1.0, a zero count as 0.0): its digits and
+  // ".0", the text tp_jsonw_float gives it (%.15g prints such an integer exactly and it reads
+  // back), without its printf and strtod calls; "-0.0" for negative zero.
+  if (!as_int && v == floor(v) && v > -1e15 && v < 1e15) {
     long long x = (long long)v;
     unsigned long long m = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
-    char *e = buf + sizeof buf, *p = e;
+    char tmp[24];
+    char *e = tmp + sizeof tmp, *p = e;
+    *--p = '0';
+    *--p = '.';
+    do {
+      *--p = (char)('0' + m % 10);
+      m /= 10;
+    } while (m > 0);
+    if (signbit(v)) {
+      *--p = '-';
+    }
+    memcpy(d, p, (size_t)(e - p));
+    return d + (e - p);
+  }
+  if (as_int && v == floor(v) && v >= -9007199254740992.0 && v <= 9007199254740992.0) {
+    long long x = (long long)v;
+    unsigned long long m = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+    char tmp[24];
+    char *e = tmp + sizeof tmp, *p = e;
     do {
       *--p = (char)('0' + m % 10);
       m /= 10;
@@ -758,9 +819,15 @@ static bool rw_number(RecWriter *w, double v, bool as_int) {
     if (x < 0) {
       *--p = '-';
     }
-    return rw_put(w, p, (size_t)(e - p));
+    memcpy(d, p, (size_t)(e - p));
+    return d + (e - p);
   }
-  return rw_put(w, buf, tp_jsonw_float(buf, sizeof buf, v));
+  return d + tp_jsonw_float(d, TP_JSONW_NUM_MAX, v);
+}
+
+static bool rw_number(RecWriter *w, double v, bool as_int) {
+  char buf[TP_JSONW_NUM_MAX];
+  return rw_put(w, buf, (size_t)(put_number(buf, v, as_int) - buf));
 }
 
 // Writes the losses (kind TP_LOG_KV_LOSS) or extra entries of r as an object at depth 4.
@@ -819,13 +886,43 @@ static bool has_kind(const TpLogRecord *r, TpLogKvKind kind) {
   return false;
 }
 
-// Writes record r as an object at depth 2.
+// Room the members written in place need (each one's text and a number, true or null).
+static size_t rw_fixed_room(const RecWriter *w) {
+  size_t room = 16;
+  for (int k = 0; k < RM_COUNT; k++) {
+    room += w->members[k].text_len + TP_JSONW_NUM_MAX;
+  }
+  return room;
+}
+
+// Writes record r as an object at depth 2. The members whose text is a number, true or null are
+// written in place into room reserved once per record; the others (strings, objects) through
+// rw_put, with the room reserved again after them.
 static bool rw_record(RecWriter *w, const TpLogRecord *r) {
   const Member *m = w->members;
-  if (!rw_put(w, "{", 1)) {
-    return false;
+  TpBuf *out = w->out;
+  if (tp_buf_reserve(out, w->fixed_room) != 0) {
+    return rw_nomem(w);
   }
+  char *d = out->data + out->len;
+  *d++ = '{';
   for (int k = 0; k < RM_COUNT; k++) {
+    int id = m[k].id;
+    if (m[k].text_len > 0 && (id < TP_LOG_F_COUNT || id == RM_DERIVED)) {
+      memcpy(d, m[k].text, m[k].text_len);
+      d += m[k].text_len;
+      if (id == RM_DERIVED) {
+        memcpy(d, r->step_time_derived ? "true" : "null", 4);
+        d += 4;
+      } else if (r->present >> id & 1) {
+        d = put_number(d, r->v[id], w->int_mask >> id & 1);
+      } else {
+        memcpy(d, "null", 4);
+        d += 4;
+      }
+      continue;
+    }
+    out->len = (size_t)(d - out->data);
     w->key = m[k].name;
     w->key_len = m[k].name_len;
     bool put;
@@ -838,10 +935,9 @@ static bool rw_record(RecWriter *w, const TpLogRecord *r) {
     if (!put) {
       return false;
     }
-    int id = m[k].id;
     bool ok;
     if (id < TP_LOG_F_COUNT) {
-      ok = (r->present >> id & 1) ? rw_number(w, r->v[id], tp_logscan_field_is_int(id))
+      ok = (r->present >> id & 1) ? rw_number(w, r->v[id], w->int_mask >> id & 1)
                                   : rw_put(w, "null", 4);
     } else if (id == RM_DERIVED) {
       ok = r->step_time_derived ? rw_put(w, "true", 4) : rw_put(w, "null", 4);
@@ -852,12 +948,19 @@ static bool rw_record(RecWriter *w, const TpLogRecord *r) {
     } else {
       ok = has_kind(r, TP_LOG_KV_EXTRA) ? rw_object(w, r, TP_LOG_KV_EXTRA) : rw_put(w, "null", 4);
     }
+    w->key = NULL;
     if (!ok) {
       return false;
     }
+    if (tp_buf_reserve(out, w->fixed_room) != 0) {
+      return rw_nomem(w);
+    }
+    d = out->data + out->len;
   }
-  w->key = NULL;
-  return rw_put(w, "\n    }", 6);
+  memcpy(d, "\n    }", 6);
+  d += 6;
+  out->len = (size_t)(d - out->data);
+  return true;
 }
 
 // "$.records[i].key.sub" as tp.json's encoder names a place (tpl_format_path in lua/lutil.c): .name
@@ -889,7 +992,33 @@ static void rw_path(const RecWriter *w, char *out, size_t cap) {
 typedef struct Output {
   TpStoreFile f;
   bool open;
+  size_t unsynced;  // bytes written out since the last writeback was started
 } Output;
+
+// Bytes written out between two starts of writeback (output_pump).
+#define OUTPUT_KICK (4u << 20)
+
+// tp_store_file_pump, and every OUTPUT_KICK bytes written out, starts the writeback of the file's
+// dirty pages (Linux sync_file_range(2), SYNC_FILE_RANGE_WRITE: asynchronous), so that the disk
+// writes go on while the rest is produced and the fsync of commit waits only for the last ones.
+static void output_kick(Output *o) {
+#ifdef SYNC_FILE_RANGE_WRITE
+  (void)sync_file_range(o->f.fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: failures ignored
+#endif
+  o->unsynced = 0;
+}
+
+static int output_pump(Output *o, TpError *err) {
+  size_t pending = o->f.buf.len;
+  int rc = tp_store_file_pump(&o->f, err);
+  if (rc == 0 && o->f.buf.len < pending) {
+    o->unsynced += pending - o->f.buf.len;
+    if (o->unsynced >= OUTPUT_KICK) {
+      output_kick(o);
+    }
+  }
+  return rc;
+}
 
 static Output *check_output(lua_State *L, int idx) {
   Output *o = luaL_checkudata(L, idx, OUTPUT);
@@ -923,13 +1052,30 @@ static int output_failure(lua_State *L, Output *o, const TpError *err) {
   return tpl_pusherror(L, err);
 }
 
-// output:write(text) -> true | nil, err, code (the file is then removed)
+// output:write(text [, indent]) -> true | nil, err, code (the file is then removed). With indent,
+// each newline of text is followed by that many spaces: a pretty JSON text written as a member
+// nested one level deeper (a JSON text has newlines only between tokens).
 static int output_write(lua_State *L) {
   Output *o = check_output(L, 1);
   size_t n;
   const char *p = luaL_checklstring(L, 2, &n);
+  lua_Integer indent = luaL_optinteger(L, 3, 0);
+  luaL_argcheck(L, indent >= 0 && indent <= 16, 3, "indent out of range (0..16)");
+  static const char pad[] = "\n                ";  // a newline and 16 spaces
   TpError err;
-  if (tp_store_file_write(&o->f, p, n, &err) != 0) {
+  int rc = 0;
+  const char *end = p + n;
+  while (rc == 0 && p < end) {
+    const char *nl = indent > 0 ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+    size_t seg = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    rc = tp_store_file_write(&o->f, p, seg, &err);
+    if (rc == 0 && nl) {
+      rc = tp_store_file_write(&o->f, pad, 1 + (size_t)indent, &err);
+      seg++;
+    }
+    p += seg;
+  }
+  if (rc != 0) {
     return output_failure(L, o, &err);
   }
   lua_pushboolean(L, 1);
@@ -947,6 +1093,10 @@ static int output_records(lua_State *L) {
   memset(&w, 0, sizeof w);
   w.out = &o->f.buf;
   sorted_members(w.members);
+  for (int f = 0; f < TP_LOG_F_COUNT; f++) {
+    w.int_mask |= (uint64_t)tp_logscan_field_is_int(f) << f;
+  }
+  w.fixed_room = rw_fixed_room(&w);
   TpError err;
   bool ok = rw_put(&w, "[", 1);
   for (size_t i = 0; ok && i < n; i++) {
@@ -954,7 +1104,7 @@ static int output_records(lua_State *L) {
     tp_logscan_record(u->s, i, &r);
     w.record = i + 1;
     ok = rw_put(&w, i > 0 ? ",\n    " : "\n    ", i > 0 ? 6 : 5) && rw_record(&w, &r);
-    if (ok && tp_store_file_pump(&o->f, &err) != 0) {
+    if (ok && output_pump(o, &err) != 0) {
       tp_buf_free(&w.kvs);
       return output_failure(L, o, &err);
     }
@@ -968,11 +1118,20 @@ static int output_records(lua_State *L) {
     o->open = false;
     return tpl_pushfail(L, w.nomem ? "ENOMEM" : "EINVAL", "%s: %s", where, w.why);
   }
-  if (tp_store_file_pump(&o->f, &err) != 0) {
+  if (output_pump(o, &err) != 0) {
     return output_failure(L, o, &err);
   }
   lua_pushboolean(L, 1);
   return 1;
+}
+
+// output:writeback(): starts the writeback of what has been written out so far (the bytes still
+// buffered, under 1 MiB, excepted), so that commit's fsync waits for less: for a writer about to
+// wait for something else (tp.record.save before a pending member).
+static int output_writeback(lua_State *L) {
+  Output *o = check_output(L, 1);
+  output_kick(o);
+  return 0;
 }
 
 // output:commit() -> true | nil, err, code: fsync, rename over the path, fsync the directory.
@@ -1191,6 +1350,8 @@ static int scan_close(lua_State *L) {
   TpLogScan *s = u->s;
   u->s = NULL;  // closed before releasing
   tp_logscan_free(s);
+  tp_digest_follow_free(u->digest);  // stops its thread when the digest was never asked for
+  u->digest = NULL;
   return 0;
 }
 
@@ -1234,6 +1395,7 @@ int luaopen_tp__log(lua_State *L) {
       {"peak", scan_peak},
       {"nonfinite", scan_nonfinite},
       {"derived_any", scan_derived_any},
+      {"digest", scan_digest},
       {NULL, NULL},
   };
   static const luaL_Reg meta[] = {
@@ -1244,11 +1406,8 @@ int luaopen_tp__log(lua_State *L) {
   };
   tpl_newclass(L, SCANNER, methods, meta);
   static const luaL_Reg out_methods[] = {
-      {"write", output_write},
-      {"records", output_records},
-      {"commit", output_commit},
-      {"close", output_close},
-      {NULL, NULL},
+      {"write", output_write},   {"records", output_records}, {"writeback", output_writeback},
+      {"commit", output_commit}, {"close", output_close},     {NULL, NULL},
   };
   static const luaL_Reg out_meta[] = {
       {"__gc", output_close},

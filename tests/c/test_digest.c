@@ -117,9 +117,128 @@ static void test_pipe(void) {
   tp_digest_pipe_free(NULL);
 }
 
+// The follower: a file growing while it is followed (the reader's pattern: write, advance),
+// one million 'a' in uneven steps, gives the FIPS vector, also when the digest is asked for
+// twice; the digest covers the bytes reported, not the ones written after; a file that shrinks
+// below them is an error; a follower freed before it is done stops cleanly; a pipe's bytes are
+// hashed from the reader's buffer.
+static void test_follow(void) {
+  char dir[] = "/tmp/tplua-test-follow.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[256];
+  snprintf(path, sizeof path, "%s/grows", dir);
+  FILE *f = fopen(path, "w+b");  // the follower reads through its own copy of the descriptor
+  CHECK(f != NULL);
+  if (!f) {
+    return;
+  }
+  char hex[TP_DIGEST_SHA256_HEX + 1];
+  TpError err = {0};
+  TpDigestFollow *fl = tp_digest_follow_new(fileno(f), path, &err);
+  CHECK(fl != NULL);
+  if (!fl) {
+    fclose(f);
+    return;
+  }
+  static char block[60000];
+  memset(block, 'a', sizeof block);
+  uint64_t total = 0;
+  for (int step = 0; total < 1000000; step++) {
+    size_t n = 1000 + (size_t)step * 1531 % 50000;
+    if (n > 1000000 - total) {
+      n = (size_t)(1000000 - total);
+    }
+    CHECK_INT(fwrite(block, 1, n, f), n);
+    fflush(f);
+    total += n;
+    tp_digest_follow_advance(fl, block, n);
+  }
+  // Bytes after the end reported are not the digest's.
+  CHECK_INT(fwrite("bbb", 1, 3, f), 3);
+  fflush(f);
+  tp_digest_follow_end(fl);
+  CHECK_INT(tp_digest_follow_wait(fl, hex, &err), 0);
+  CHECK_STR(hex, MILLION_A);
+  CHECK_INT(tp_digest_follow_wait(fl, hex, &err), 0);
+  CHECK_STR(hex, MILLION_A);
+  tp_digest_follow_free(fl);
+
+  // Nothing read: the empty digest.
+  fl = tp_digest_follow_new(fileno(f), path, &err);
+  CHECK(fl != NULL);
+  if (fl) {
+    tp_digest_follow_end(fl);
+    CHECK_INT(tp_digest_follow_wait(fl, hex, &err), 0);
+    CHECK_STR(hex, EMPTY);
+    tp_digest_follow_free(fl);
+  }
+
+  // The file shrinks below what was reported read.
+  fl = tp_digest_follow_new(fileno(f), path, &err);
+  CHECK(fl != NULL);
+  if (fl) {
+    CHECK_INT(ftruncate(fileno(f), 500000), 0);
+    for (int k = 0; k < 20; k++) {
+      tp_digest_follow_advance(fl, block, 50000);
+    }
+    tp_digest_follow_end(fl);
+    CHECK_INT(tp_digest_follow_wait(fl, hex, &err), TP_EINVAL);
+    char want[512];
+    snprintf(want, sizeof want,
+             "%s: the file shrank while it was read (it ends at byte 500000, 1000000 bytes were "
+             "read)",
+             path);
+    CHECK_STR(err.msg, want);
+    tp_digest_follow_free(fl);
+  }
+
+  // Freed part-way (a reader that failed) or before any byte: the thread stops.
+  fl = tp_digest_follow_new(fileno(f), path, &err);
+  CHECK(fl != NULL);
+  if (fl) {
+    tp_digest_follow_advance(fl, block, 40000);
+    tp_digest_follow_free(fl);
+  }
+  fl = tp_digest_follow_new(fileno(f), path, &err);
+  CHECK(fl != NULL);
+  tp_digest_follow_free(fl);
+  tp_digest_follow_free(NULL);
+
+  // A pipe cannot be read with pread: the bytes reported are hashed as they come, whatever
+  // becomes of the buffer after each call.
+  int fds[2];
+  CHECK_INT(pipe(fds), 0);
+  fl = tp_digest_follow_new(fds[0], "pipe", &err);
+  CHECK(fl != NULL);
+  if (fl) {
+    static char chunk[7001];
+    for (size_t left = 1000000; left > 0;) {
+      size_t n = left < sizeof chunk ? left : sizeof chunk;
+      memset(chunk, 'a', n);
+      tp_digest_follow_advance(fl, chunk, n);
+      memset(chunk, 'z', sizeof chunk);
+      left -= n;
+    }
+    tp_digest_follow_end(fl);
+    CHECK_INT(tp_digest_follow_wait(fl, hex, &err), 0);
+    CHECK_STR(hex, MILLION_A);
+    tp_digest_follow_free(fl);
+  }
+  close(fds[0]);
+  close(fds[1]);
+
+  // A descriptor that is not open.
+  CHECK(tp_digest_follow_new(-1, "nofd", &err) == NULL);
+  CHECK_INT(err.code, -EBADF);
+  fclose(f);
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
   test_strings();
   test_files();
   test_pipe();
+  test_follow();
   return CHECK_DONE();
 }

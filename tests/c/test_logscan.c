@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "logscan.h"
@@ -908,6 +909,89 @@ static void test_files(void) {
   tp_logscan_free(NULL);
 }
 
+// A file read with its SHA-256 (a second thread reads it behind the scanner): the same records
+// as the plain read, the digest and size of the bytes, over several read chunks (a fixture
+// repeated past 3 MiB), whether the digest is waited for at once or after the scan.
+static void test_feed_digest(void) {
+  char src[1024];
+  snprintf(src, sizeof src, "%s/tests/fixtures/logs/%s", source_dir(), fixtures[0]);
+  size_t one_len;
+  char *one = read_file(src, &one_len);
+  CHECK(one != NULL && one_len > 0);
+  if (!one || one_len == 0) {
+    free(one);
+    return;
+  }
+  size_t copies = (3u << 20) / one_len + 2, len = copies * one_len;
+  char *data = malloc(len);
+  CHECK(data != NULL);
+  if (!data) {
+    free(one);
+    return;
+  }
+  for (size_t k = 0; k < copies; k++) {
+    memcpy(data + k * one_len, one, one_len);
+  }
+  char dir[] = "/tmp/tplua-test-logscan-digest.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[256];
+  snprintf(path, sizeof path, "%s/repeated.log", dir);
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL && fwrite(data, 1, len, f) == len);
+  if (f) {
+    fclose(f);
+  }
+  char want[TP_DIGEST_SHA256_HEX + 1], hex[TP_DIGEST_SHA256_HEX + 1];
+  TpError err;
+  CHECK_INT(tp_digest_sha256(data, len, want, &err), 0);
+  TpLogScan *plain = scan_chunks(data, len, NULL, 0, NULL);
+  TpBuf a = {0}, b = {0};
+  fingerprint(plain, &a);
+
+  TpLogScan *s = tp_logscan_new(NULL, &err);
+  uint64_t size = 0;
+  CHECK_INT(tp_logscan_feed_file_sha256(s, path, hex, &size, &err), 0);
+  CHECK_INT(tp_logscan_finish(s, &err), 0);
+  CHECK_STR(hex, want);
+  CHECK_INT(size, len);
+  fingerprint(s, &b);
+  CHECK_STR(tp_buf_cstr(&b), tp_buf_cstr(&a));
+  tp_logscan_free(s);
+
+  s = tp_logscan_new(NULL, &err);
+  TpDigestFollow *follow = NULL;
+  size = 0;
+  CHECK_INT(tp_logscan_feed_file_digest(s, path, &follow, &size, &err), 0);
+  CHECK(follow != NULL);
+  CHECK_INT(size, len);
+  CHECK_INT(tp_logscan_finish(s, &err), 0);
+  fingerprint(s, &b);
+  CHECK_STR(tp_buf_cstr(&b), tp_buf_cstr(&a));
+  if (follow) {
+    CHECK_INT(tp_digest_follow_wait(follow, hex, &err), 0);
+    CHECK_STR(hex, want);
+  }
+  tp_digest_follow_free(follow);
+  tp_logscan_free(s);
+
+  // A file that cannot be read: the error, and no follower left behind.
+  s = tp_logscan_new(NULL, &err);
+  follow = NULL;
+  CHECK_INT(tp_logscan_feed_file_digest(s, "/nonexistent/x.log", &follow, &size, &err), -ENOENT);
+  CHECK_STR(err.msg, "/nonexistent/x.log: No such file or directory");
+  CHECK(follow == NULL);
+  CHECK_INT(tp_logscan_feed_file_sha256(s, "/", hex, &size, &err), -EISDIR);
+  tp_logscan_free(s);
+
+  tp_buf_free(&a);
+  tp_buf_free(&b);
+  tp_logscan_free(plain);
+  unlink(path);
+  rmdir(dir);
+  free(data);
+  free(one);
+}
+
 // torchtitan step times: derived from the start-up lines, or from gbs/seq_len/gpus options.
 static void test_torchtitan_derived(void) {
   const char *step = "[rank0]:[titan] 2026-05-20 02:22:58,212 - root - INFO - \x1b[31mstep:  2  "
@@ -1323,6 +1407,7 @@ int main(void) {
   test_ranks();
   test_hooks();
   test_files();
+  test_feed_digest();
   test_torchtitan_derived();
   test_args();
   test_params();

@@ -997,7 +997,8 @@ describe('tplua extract', function()
 
     -- A Megatron log of `n` iteration lines exercising the record writer: timestamps, several
     -- losses (one repeated), labels the parser keeps as extra (one with escapes), non-finite
-    -- values, a batch-size ramp-up and a memory line.
+    -- values, integral values of float fields (loss scales, zero and negative-zero grad norms),
+    -- a batch-size ramp-up and a memory line.
     local function long_log(n)
       local lines = {}
       for i = 1, n do
@@ -1011,10 +1012,11 @@ describe('tplua extract', function()
         lines[i] = string.format('[2025-02-20 11:%02d:%02d] iteration %8d/%8d | consumed '
           .. 'samples: %12d | elapsed time per iteration (ms): %s | throughput per GPU '
           .. '(TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch size: %5d | lm loss: %s | '
-          .. 'z loss: %.3E | lm loss: 2.0 | loss scale: 1.0 | grad norm: %s | number of skipped '
+          .. 'z loss: %.3E | lm loss: 2.0 | loss scale: %s | grad norm: %s | number of skipped '
           .. 'iterations:   0 | number of nan iterations:   0 |%s', (i // 60) % 60, i % 60, i, n,
           i * gbs, st, 400 + (i % 7) / 10, 1e-4 * (i % 13) / 13, gbs, lm, (i % 11) / 11,
-          i == 77 and 'nan' or '1.5', extra)
+          ({ '1.0', '65536.0', '4294967296.0', '999999999999999.0', '1e15' })[i % 5 + 1],
+          i == 77 and 'nan' or i % 31 == 0 and '0.0' or i % 37 == 0 and '-0.0' or '1.5', extra)
       end
       lines[#lines + 1] = '[Rank 0] (after 10 iterations) memory (MB) | allocated: 1024.5 | '
         .. 'max allocated: 2048.25 | reserved: 4096.0 | max reserved: 4096.0'
@@ -1050,6 +1052,30 @@ describe('tplua extract', function()
         assert.are.equal(line:match('^%x+'), json.decode(got).source.sha256)
       end
       assert.are.equal(sha, json.decode(got).source.sha256)
+    end)
+
+    it('reads a log from a pipe, its digest that of the bytes read', function()
+      if not json_ok then
+        pending('tp.json not present')
+        return
+      end
+      local dir = h.tmpdir()
+      local path, fifo = dir .. '/long.log', dir .. '/fifo'
+      h.write(path, long_log(4000))
+      assert.is_true(os.execute('mkfifo ' .. h.shquote(fifo)))
+      -- A writer into the named pipe while extract reads it (pread cannot: the bytes are hashed
+      -- as the scanner reads them).
+      local r = h.run({ '-c', 'cat "$1" > "$2" & exec "$0" extract "$2" --quiet --json "$3"',
+        h.bin, path, fifo, dir .. '/piped.json' }, { bin = '/bin/sh' })
+      assert.are.equal(0, r.code, r.stderr)
+      r = h.run({ 'extract', '--quiet', path, '--json', dir .. '/file.json' })
+      assert.are.equal(0, r.code, r.stderr)
+      local piped = json.decode(h.read(dir .. '/piped.json'))
+      local file = json.decode(h.read(dir .. '/file.json'))
+      assert.are.equal(require('tp._digest').sha256(h.read(path)), piped.source.sha256)
+      assert.are.equal(file.source.sha256, piped.source.sha256)
+      assert.are.equal(file.source.size_bytes, piped.source.size_bytes)
+      assert.are.equal(#file.records, #piped.records)
     end)
 
     it('leaves no file and no temporary file when a write fails', function()

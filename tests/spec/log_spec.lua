@@ -154,6 +154,36 @@ describe('tp.log stream and parse', function()
   end)
 end)
 
+describe('tp.log SHA-256 of the file read', function()
+  it('gives the digest with the parse (sha256 = true) or when asked (sha256 = \'later\')',
+    function()
+      -- Past one read chunk (1 MiB) and many of the hashing thread's blocks.
+      local one = assert(h.read(h.fixture('logs/' .. FIXTURES[1])))
+      local text = one:rep(3 * 1024 * 1024 // #one + 2)
+      local path = h.tmpdir() .. '/big.log'
+      h.write(path, text)
+      local want = require('tp._digest').sha256(text)
+      local now = assert(tp.log.parse(path, { sha256 = true }))
+      assert.are.equal(want, now.sha256)
+      assert.are.equal(#text, now.size_bytes)
+      assert.are.same({ want, #text }, { now:digest() })
+      local later = assert(tp.log.parse(path, { sha256 = 'later' }))
+      assert.is_nil(later.sha256)
+      assert.are.equal(#text, later.size_bytes)
+      assert.are.equal(#now.records, #later.records)
+      assert.are.same({ want, #text }, { later:digest() })
+      assert.are.same({ want, #text }, { later:digest() })
+      -- Without the option there is no digest to wait for.
+      local none = assert(tp.log.parse(path))
+      assert.has_error(function()
+        none:digest()
+      end)
+      assert.has_error(function()
+        tp.log.parse(path, { sha256 = 'soon' })
+      end)
+    end)
+end)
+
 describe('tp.log records view', function()
   local log = assert(tp.log.parse(h.fixture('logs/primus/dsv4_p34_iter_lines.txt')))
 

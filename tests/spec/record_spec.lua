@@ -329,6 +329,57 @@ describe('tp.record.save', function()
     assert.are.equal(json.null, back.records[1].grad_norm)
   end)
 
+  it('fills pending members just before they are written, and stops when one fails',
+    function()
+      if not has_json then
+        pending('tp.json is not built yet')
+        return
+      end
+      local json = require('tp.json')
+      local dir = h.tmpdir()
+      local log_path = dir .. '/run.log'
+      h.write(log_path, string.rep(' iteration        1/     100 | consumed samples: 256 | '
+        .. 'elapsed time per iteration (ms): 5630.1 | learning rate: 4.0E-07 | global batch '
+        .. 'size:   128 | lm loss: 2.0E+00 | loss scale: 1.0 | grad norm: 6.9 |\n', 3))
+      local plain = record.from_log({ format = 'megatron', records = {}, diagnostics = {} },
+        { path = 'x.log' })
+      -- A record of tables, and one whose records stay in the scanner (written streamed).
+      local log = assert(require('tp.log').parse(log_path))
+      local lazy = record.from_log(log, { path = log_path, lazy_records = true })
+      for _, rec in ipairs({ plain, lazy }) do
+        local seen = {}
+        local ok = record.save(rec, dir .. '/r.json', { pending = {
+          source = function(r)
+            seen[#seen + 1] = 'source'
+            r.source.sha256 = string.rep('a', 64)
+            return true
+          end,
+        } })
+        assert.is_true(ok)
+        assert.are.same({ 'source' }, seen)
+        local back = assert(json.decode(h.read(dir .. '/r.json')))
+        assert.are.equal(string.rep('a', 64), back.source.sha256)
+        -- A failing member: its error, and the old file stays, no temporary file is left.
+        local err, code
+        ok, err, code = record.save(rec, dir .. '/r.json', { pending = {
+          source = function()
+            return nil, 'x.log: the digest failed', 'EIO'
+          end,
+        } })
+        assert.is_nil(ok)
+        assert.are.equal('x.log: the digest failed', err)
+        assert.are.equal('EIO', code)
+        assert.are.equal(string.rep('a', 64),
+          assert(json.decode(h.read(dir .. '/r.json'))).source.sha256)
+        local p = io.popen('ls -A ' .. h.shquote(dir))
+        assert.are.equal('r.json\nrun.log\n', p:read('a'))
+        p:close()
+      end
+      assert.has_error(function()
+        record.save(plain, dir .. '/r.json', { pending = { source = 'x' } })
+      end)
+    end)
+
   it('leaves nothing behind when the directory is not writable', function()
     if not has_json then
       pending('tp.json is not built yet')

@@ -346,20 +346,21 @@ local function print_summary(out, path, rec)
   end
 end
 
--- Parses one log, returns the record (or nil after printing the error) and the exit status.
--- `ident` holds the identity options for this LOG (from_log's opts: platform, framework, model,
--- hardware, ...).
-local function extract_one(path, opts, ident)
+-- Parses one log, returns the record (or nil after printing the error), the exit status and
+-- the parsed log. `ident` holds the identity options for this LOG (from_log's opts: platform,
+-- framework, model, hardware, ...). With `digest`, the file's SHA-256 (source.sha256) is
+-- computed by a second thread that reads the file behind the parser and goes on while the
+-- record is built and written: source.sha256 is null until save_record fills it in.
+local function extract_one(path, opts, ident, digest)
   local log_mod = require('tp.parse.log')
   local record = require('tp.parse.record')
-  -- One read of the file: the scanner's chunks are hashed (source.sha256) by a second thread.
   local log, err = log_mod.parse(path, {
     format = opts.format,
     gbs = opts.gbs,
     seq_len = opts.seq_len,
     gpus = opts.gpus,
     is_string = false,
-    sha256 = true,
+    sha256 = digest and 'later' or nil,
   })
   if not log then
     io.stderr:write(string.format('tplua extract: %s\n', err))
@@ -369,14 +370,13 @@ local function extract_one(path, opts, ident)
   if fw and log.format and not formats_of(fw)[log.format] then
     io.stderr:write(string.format("tplua extract: option '--framework': %s does not fit %s, "
       .. 'whose format is %s (record not written)\n', fw, path, log.format))
-    return nil, 2
+    return nil, 2, log
   end
   local ropts = {
     gbs = opts.gbs,
     seq_len = opts.seq_len,
     gpus = opts.gpus,
     path = path,
-    sha256 = log.sha256,
     size_bytes = log.size_bytes,
     -- The records stay in the scanner and are written from it (record.save streams them).
     lazy_records = true,
@@ -398,7 +398,24 @@ local function extract_one(path, opts, ident)
       rec.dataset = info
     end
   end
-  return rec, #rec.records > 0 and 0 or 1
+  return rec, #rec.records > 0 and 0 or 1, log
+end
+
+-- Writes the record to `out`, the log's SHA-256 awaited only when the source member is written
+-- (the members before it, the records among them, are written while it is computed).
+local function save_record(rec, log, out)
+  return require('tp.parse.record').save(rec, out, {
+    pending = {
+      source = function(r)
+        local hex, err, code = log:digest()
+        if not hex then
+          return nil, err, code
+        end
+        r.source.sha256 = hex
+        return true
+      end,
+    },
+  })
 end
 
 -- Checks the identity flags; returns the from_log options they give (run_id excepted: it is
@@ -543,16 +560,16 @@ function M.run(args)
   end
 
   local status = 0
-  local record = require('tp.parse.record')
   for i, path in ipairs(logs) do
     ident.run_id = ids and ids[i]
-    local rec, code = extract_one(path, opts, ident)
+    -- The digest is computed only for a record that is written (the summary does not show it).
+    local rec, code, log = extract_one(path, opts, ident, outputs[i] ~= nil)
     if rec then
       if not opts.quiet then
         print_summary(io.stdout, path, rec)
       end
       if outputs[i] then
-        local ok, err = record.save(rec, outputs[i])
+        local ok, err = save_record(rec, log, outputs[i])
         if not ok then
           io.stderr:write(string.format('tplua extract: %s\n', err))
           code = 1

@@ -40,7 +40,9 @@ local function check_opts(opts, allowed, level)
     if not kind then
       error(string.format("opts: unknown option '%s'", tostring(k)), level + 1)
     end
-    check('opts.' .. k, v, kind, false, level + 1)
+    if not (k == 'sha256' and v == 'later') then
+      check('opts.' .. k, v, kind, false, level + 1)
+    end
   end
   if opts and opts.rank ~= nil and (math.type(opts.rank) ~= 'integer' or opts.rank < 0) then
     error('opts.rank: non-negative integer expected', level + 1)
@@ -131,7 +133,8 @@ end
 ---@field meta table run facts the log states (global_batch_size, seq_len, world_size, ...)
 ---@field outcome string how the run ended (tp.log.outcome): 'completed', 'oom', 'timeout', ...
 ---@field lines integer lines read
----@field sha256 string|nil SHA-256 of the file (lowercase hex), with parse's `sha256` option
+---@field sha256 string|nil SHA-256 of the file (lowercase hex), with parse's `sha256 = true`
+---  (with `sha256 = 'later'`, log:digest() gives it)
 ---@field size_bytes integer|nil bytes of the file, with parse's `sha256` option
 ---@field bytes integer bytes read
 local Log = {}
@@ -192,6 +195,17 @@ end
 ---@return true|nil ok, string? err, string? code
 function Log:write_records(out)
   return out:records(self._scanner)
+end
+
+--- Returns the file's SHA-256 (lowercase hex) and its size in bytes. After parse with
+--- `sha256 = 'later'` it waits for the digest the second thread is still computing (the same
+--- answer on each call); after `sha256 = true` it returns `sha256` and `size_bytes`.
+---@return string|nil hex, integer|string size_or_err, string? code
+function Log:digest()
+  if self.sha256 then
+    return self.sha256, self.size_bytes
+  end
+  return self._scanner:digest()
 end
 
 --- Returns the records as a plain array of tables (all materialised at once).
@@ -329,8 +343,11 @@ end
 ---@field seq_len? number sequence length, idem
 ---@field gpus? number GPUs of the run, idem
 ---@field is_string? boolean the first argument is log text, not a path
----@field sha256? boolean also compute the file's SHA-256 in the same read (a second thread
----  hashes the chunks the scanner reads): the log's `sha256` (hex) and `size_bytes`
+---@field sha256? boolean|'later' also compute the file's SHA-256: true, in the same read (a
+---  second thread hashes the chunks the scanner reads; the scan goes at the hash's pace): the
+---  log's `sha256` (hex) and `size_bytes`; 'later', by a second thread that reads and hashes the
+---  file behind the scanner: parse returns once the file is scanned, `size_bytes` set, and
+---  log:digest() waits for the hex (meanwhile the caller builds and writes what does not need it)
 ---@param src string path or log text
 ---@param opts? tp.log.ParseOpts
 ---@return tp.log.Log|nil log, string? err, string? code
@@ -349,8 +366,10 @@ function M.parse(src, opts)
   if is_string then
     ok, err, code = sc:feed(src)
   elseif opts.sha256 then
-    ok, err, code = sc:feed_file(src, true)
-    if ok then
+    ok, err, code = sc:feed_file(src, opts.sha256)
+    if ok and opts.sha256 == 'later' then
+      size = err
+    elseif ok then
       sha, size = err, code
     end
   else

@@ -309,11 +309,23 @@ end
 
 local PRETTY = { pretty = true, sort_keys = true }
 
+-- A top-level member's pretty text, or nil and the error named from the record's root, as
+-- json.save_file names it.
+local function encode_member(rec, k)
+  local text, err, code = json.encode(rec[k], PRETTY)
+  if text then
+    return text
+  end
+  local ident = k:match('^[%a_][%w_]*$') and #k <= 40
+  return nil, '$' .. (ident and ('.' .. k) or ('["' .. k .. '"]')) .. err:sub(2), code
+end
+
 -- Writes a record whose records stay in the log's scanner: the same text as
 -- json.save_file(path, rec, PRETTY), produced member by member (each one's pretty text indented
 -- one level: a JSON text has newlines only between tokens) with the records streamed from the
--- scanner, into a file put in place atomically.
-local function save_streamed(rec, log, path)
+-- scanner, into a file put in place atomically. The members `pending` fills in are filled just
+-- before they are written, the texts of the members after the first of them made before it.
+local function save_streamed(rec, log, path, pending)
   local keys = {}
   for k in pairs(rec) do
     if type(k) ~= 'string' then
@@ -329,10 +341,27 @@ local function save_streamed(rec, log, path)
   if not out then
     return nil, oerr, ocode
   end
+  local ahead -- texts made ahead of a pending member: key -> { text } or { nil, err, code }
   local ok, err, code = out:write('{')
   for i, k in ipairs(keys) do
     if not ok then
       break
+    end
+    if pending[k] then
+      if not ahead then
+        out:writeback() -- the disk writes go on while the member is filled in
+        ahead = {}
+        for j = i + 1, #keys do
+          local kj = keys[j]
+          if kj ~= 'records' and not pending[kj] then
+            ahead[kj] = table.pack(encode_member(rec, kj))
+          end
+        end
+      end
+      ok, err, code = pending[k](rec)
+      if not ok then
+        return nil, err, code
+      end
     end
     ok, err, code = out:write((i > 1 and ',\n  ' or '\n  ') .. json.encode(k) .. ': ')
     if ok and k == 'records' then
@@ -342,14 +371,17 @@ local function save_streamed(rec, log, path)
       end
     elseif ok then
       local text
-      text, err, code = json.encode(rec[k], PRETTY)
+      local made = ahead and ahead[k]
+      if made then
+        ahead[k] = nil
+        text, err, code = made[1], made[2], made[3]
+      else
+        text, err, code = encode_member(rec, k)
+      end
       if text then
-        ok, err, code = out:write((text:gsub('\n', '\n  ')))
+        ok, err, code = out:write(text, 2)
       else
         ok = false
-        -- Named from the record's root, as json.save_file names it.
-        local ident = k:match('^[%a_][%w_]*$') and #k <= 40
-        err = '$' .. (ident and ('.' .. k) or ('["' .. k .. '"]')) .. err:sub(2)
       end
     end
     if not ok and (code == 'EINVAL' or code == 'ENOMEM') and err:sub(1, 1) == '$' then
@@ -372,20 +404,45 @@ end
 --- old file or none, never a partial one).
 ---@param rec table a record from from_log
 ---@param path string
+---@param opts? {pending?: table<string, fun(rec: table): (true|nil, string?, string?)>} pending:
+---  functions that fill in top-level members late, each called just before its member is written
+---  (after the members before it, with the texts of those after it already made), returning true
+---  or nil, err, code (then nothing is written); a record whose records stay in the log's scanner
+---  is written while a digest still being computed elsewhere is awaited only there
 ---@return true|nil ok, string? err, string? code
-function M.save(rec, path)
+function M.save(rec, path, opts)
   if type(rec) ~= 'table' then
     error('tp.record.save: record must be a table, got ' .. type(rec), 2)
   end
   if type(path) ~= 'string' then
     error('tp.record.save: path must be a string, got ' .. type(path), 2)
   end
+  if opts ~= nil and type(opts) ~= 'table' then
+    error('tp.record.save: opts must be a table, got ' .. type(opts), 2)
+  end
+  local pending = opts and opts.pending or {}
+  for k, f in pairs(pending) do
+    if type(k) ~= 'string' or type(f) ~= 'function' then
+      error('tp.record.save: opts.pending must map member names to functions', 2)
+    end
+  end
   if not json then
     return nil, 'record.save: tp.json is not available in this build', 'ENOSYS'
   end
   local log = type(rec.records) == 'table' and lazy_logs[rec.records]
   if log then
-    return save_streamed(rec, log, path)
+    return save_streamed(rec, log, path, pending)
+  end
+  local keys = {}
+  for k in pairs(pending) do
+    keys[#keys + 1] = k
+  end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local ok, err, code = pending[k](rec)
+    if not ok then
+      return nil, err, code
+    end
   end
   return json.save_file(path, rec, { pretty = true, sort_keys = true })
 end
