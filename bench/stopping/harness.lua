@@ -5,8 +5,9 @@
 --   tplua bench/stopping/harness.lua [FIXTURE] [REPS] [CI] [SEED] [REAL_CI]
 --
 -- The real series are replayed at CI (the savings) and again at REAL_CI (default 0.15): step
--- times of CPU ranks on a shared 2-core machine vary by 8-89%, so that a 1% interval is out of
--- reach in 300 iterations and their coverage can only be measured at a wider one.
+-- times of CPU ranks on a 2-core machine vary by several percent a step (by far more when other
+-- work shares the cores), so that a 1% interval may be out of reach in 300 iterations and their
+-- coverage is measured at a wider one as well.
 --
 -- Two sets of series:
 --   real       the full runs of tests/fixtures/stopping/reftrain_runs.json (bench/stopping/

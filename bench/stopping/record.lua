@@ -30,6 +30,16 @@ local CONFIGS = {
 local ref = tp.frameworks.get('reference')
 local tmp = (os.getenv('TMPDIR') or '/tmp') .. '/tplua-stoprec'
 assert(fs.mkdir_p(tmp))
+-- The 1-minute load average (/proc/loadavg): what else the machine ran beside the recording.
+local function loadavg()
+  local f = io.open('/proc/loadavg', 'r')
+  local v = f and tonumber((f:read('l') or ''):match('^(%S+)'))
+  if f then
+    f:close()
+  end
+  return v or json.null
+end
+
 local function save(runs, host, ncpu)
   local doc = {
     schema = 'tplua.stopping.series/1',
@@ -66,6 +76,7 @@ for rep = 1, repeats do
       goto next
     end
     local log_path = tmp .. '/' .. id .. '.log'
+    local load_before = loadavg()
     local r = assert(tp.proc.run(cmd.argv, { env = cmd.env, log = log_path, timeout = 1800 }))
     local log = assert(tp.log.parse(log_path))
     local its, times = {}, {}
@@ -78,7 +89,8 @@ for rep = 1, repeats do
     io.stderr:write(string.format('%s: exit %s, %d step times\n', id, tostring(r.code), #times))
     if r.code == 0 and #times == iters then
       runs[#runs + 1] = { id = id, config = c, seed = config.training.seed, train_iters = iters,
-        command = tp.launch.describe(cmd), iterations = its, step_time_ms = times }
+        command = tp.launch.describe(cmd), iterations = its, step_time_ms = times,
+        loadavg = { before = load_before, after = loadavg() } }
       save(runs, host, ncpu)
     end
     ::next::
