@@ -10,6 +10,7 @@
 local json = require('tp.json')
 local record = require('tp.parse.record')
 local log = require('tp.parse.log')
+local times = require('tp.parse.time')
 
 local M = {}
 
@@ -38,16 +39,7 @@ M.rng = rng
 
 -- Seconds since 1970 of a UTC date 'YYYY-MM-DD' at `hour`.
 local function epoch_of(date, hour)
-  local y, m, d = date:match('^(%d+)%-(%d+)%-(%d+)$')
-  y, m, d = tonumber(y), tonumber(m), tonumber(d)
-  -- Days from civil (H. Hinnant's algorithm).
-  y = m <= 2 and y - 1 or y
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  local days = era * 146097 + doe - 719468
-  return days * DAY + hour * 3600
+  return assert(times.parse(date), date) + hour * 3600
 end
 M.epoch_of = epoch_of
 

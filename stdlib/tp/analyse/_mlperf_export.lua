@@ -6,6 +6,7 @@
 -- copied; docs/mlperf.md says what each event is made from.
 local json = require('tp.json')
 local fs = require('tp.fs')
+local times = require('tp.parse.time')
 
 local M = {}
 
@@ -29,40 +30,20 @@ local function num(v)
   return nil
 end
 
--- "2026-03-03T09:00:55Z", "2026-03-03 09:00:55.4" (UTC) -> seconds since the epoch, or nil.
+-- "2026-03-03T09:00:55Z", "2026-03-03 09:00:55.4" (UTC unless an offset is given) -> seconds
+-- since the epoch, or nil: a date alone is not a time here.
 local function parse_utc(s)
-  if type(s) ~= 'string' then
+  if type(s) ~= 'string' or not s:match('^%s*%d%d%d%d%-%d%d%-%d%d[T ]') then
     return nil
   end
-  local y, mo, d, hh, mi, ss, frac = s:match('^(%d%d%d%d)-(%d%d)-(%d%d)[T ](%d%d):(%d%d):(%d%d)'
-    .. '(%.?%d*)')
-  if not y then
-    return nil
-  end
-  -- Days from the civil date (Howard Hinnant's days_from_civil), so no local time zone enters.
-  y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
-  y = mo <= 2 and y - 1 or y
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (mo + (mo > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  local days = era * 146097 + doe - 719468
-  return days * 86400 + tonumber(hh) * 3600 + tonumber(mi) * 60 + tonumber(ss)
-    + (tonumber(frac ~= '' and frac ~= '.' and frac or '0') or 0)
+  return times.parse(s)
 end
 
 local function ms(seconds)
   return math.floor(seconds * 1000 + 0.5)
 end
 
--- err, prefixed with path unless it already names it (tp.fs and tp.json messages do).
-local function named(path, err)
-  err = tostring(err)
-  if err:sub(1, #path + 1) == path .. ':' then
-    return err
-  end
-  return path .. ': ' .. err
-end
+local named = require('tp.analyse._mlperf_base').named
 
 --- The run's status for run_stop: success when the record's outcome (else its status) is
 --- completed, aborted otherwise.

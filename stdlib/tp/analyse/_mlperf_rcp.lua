@@ -41,14 +41,7 @@ local function data_dir()
   return (path:match('^(.*)/_mlperf_rcp%.lua$') or 'stdlib/tp/analyse') .. '/mlperf_rcp'
 end
 
--- err, prefixed with path unless it already names it (tp.fs and tp.json messages do).
-local function named(path, err)
-  err = tostring(err)
-  if err:sub(1, #path + 1) == path .. ':' then
-    return err
-  end
-  return path .. ': ' .. err
-end
+local named = require('tp.analyse._mlperf_base').named
 
 --- The RCP file tplua carries for a benchmark and ruleset (it may not exist).
 ---@param benchmark string

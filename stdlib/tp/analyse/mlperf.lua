@@ -10,8 +10,12 @@ local fs = require('tp.fs')
 local stats = require('tp.stats')
 local rcp = require('tp.analyse._mlperf_rcp')
 local export = require('tp.analyse._mlperf_export')
+local named = require('tp.analyse._mlperf_base').named
 
 local M = {}
+
+--- `err` prefixed with `path` unless it names the path already (the command's messages).
+M.named = named
 
 --- Result files a benchmark needs (mlcommons/logging, mlperf_logging/benchmark_meta.py,
 --- `_ALL_RESULT_FILE_COUNTS['training']`).
@@ -75,14 +79,6 @@ local function decode_reason(err, offset)
   return tostring(err)
 end
 
--- err, prefixed with path unless it already names it (tp.fs and tp.json messages do).
-local function named(path, err)
-  err = tostring(err)
-  if err:sub(1, #path + 1) == path .. ':' then
-    return err
-  end
-  return path .. ': ' .. err
-end
 
 --- Reads the MLLOG events of one result file's text. Returns the run: `file`, `benchmark`
 --- (submission_benchmark), `start_ms`, `stop_ms`, `minutes` (time to train), `status`

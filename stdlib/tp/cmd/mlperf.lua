@@ -72,14 +72,7 @@ local SPEC = { json = 'boolean', curve = 'boolean', help = 'boolean', seed = 'in
   ruleset = 'string', rcp_file = 'string', out = 'string', benchmark = 'string',
   org = 'string', division = 'string', status = 'string', platform = 'string' }
 
--- err, prefixed with path unless it already names it (tp.fs and tp.json messages do).
-local function named(path, err)
-  err = tostring(err)
-  if err:sub(1, #path + 1) == path .. ':' then
-    return err
-  end
-  return path .. ': ' .. err
-end
+local named = require('tp.analyse.mlperf').named
 
 local function usage_error(msg)
   return cli.usage_error('mlperf', msg, M.usage)

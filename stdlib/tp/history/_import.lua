@@ -7,7 +7,7 @@ local json = require('tp.json')
 local digest = require('tp._digest')
 local results = require('tp.analyse.results')
 local store = require('tp.history._store')
-local times = require('tp.history._time')
+local times = require('tp.parse.time')
 
 local M = {}
 

@@ -2,7 +2,7 @@
 -- (`tplua history list`), one series' runs with the software stack beside each and a sparkline
 -- (`tplua history show`), aligned tables.
 local stats = require('tp.stats')
-local times = require('tp.history._time')
+local times = require('tp.parse.time')
 
 local M = {}
 

@@ -7,7 +7,7 @@ local fs = require('tp.fs')
 local json = require('tp.json')
 local store = require('tp.history._store')
 local import = require('tp.history._import')
-local times = require('tp.history._time')
+local times = require('tp.parse.time')
 
 local M = {}
 

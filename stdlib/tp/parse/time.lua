@@ -1,5 +1,6 @@
--- tp.history._time: the times of the history: ISO-8601 text read into epoch seconds (UTC unless
--- the text names an offset) and written back as UTC, dates of the command line.
+-- tp.parse.time: the times records, logs and command lines carry: ISO-8601 text read into epoch
+-- seconds (UTC unless the text names an offset, never the local time zone) and written back as
+-- UTC. Used by the history (times of runs, --since dates) and the MLPerf writer.
 local M = {}
 
 -- Days from 1970-01-01 to a civil date (proleptic Gregorian; H. Hinnant's days_from_civil,
