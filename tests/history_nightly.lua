@@ -16,25 +16,8 @@ local M = {}
 
 local DAY = 86400
 
---- A seeded generator: rng(seed).uniform() in (0, 1), .normal() standard normal (splitmix64 and
---- Box-Muller: the same numbers on every machine).
-local function rng(seed)
-  local state = seed
-  local self = {}
-  function self.uniform()
-    state = state + 0x9E3779B97F4A7C15
-    local z = state
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    z = z ~ (z >> 31)
-    return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0)
-  end
-  function self.normal()
-    local u1, u2 = self.uniform(), self.uniform()
-    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
-  end
-  return self
-end
+--- A seeded generator: rng(seed).uniform() in (0, 1), .normal() standard normal (tp.stats.rng).
+local rng = require('tp.stats').rng
 M.rng = rng
 
 -- Seconds since 1970 of a UTC date 'YYYY-MM-DD' at `hour`.

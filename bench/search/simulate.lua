@@ -94,24 +94,10 @@ if args.runner_up then
 end
 
 -- ---------------------------------------------------------------------------------------------
--- Seeded generator (splitmix64 to xoshiro-free uniform doubles) and the step-time model.
+-- Seeded generator (tp.stats.rng, seeds spread by a multiply-add) and the step-time model.
 
 local function rng(seed)
-  local state = seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019
-  local g = {}
-  function g.uniform()
-    state = state + 0x9E3779B97F4A7C15
-    local z = state
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    z = z ~ (z >> 31)
-    return ((z >> 11) + 0.5) / 9007199254740992.0
-  end
-  function g.normal()
-    local u1, u2 = g.uniform(), g.uniform()
-    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
-  end
-  return g
+  return tp.stats.rng(seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019)
 end
 
 local function simulate_run(g, c, iters, launch)

@@ -40,27 +40,9 @@ local out_root = arg and arg[1] or 'examples/runs/llama3.1-8b-identical'
 local recipe = 'recipes/llama_identical.lua'
 
 -- ---------------------------------------------------------------------------------------------
--- A seeded generator (splitmix64), the same on every machine.
+-- A seeded generator (splitmix64), the same on every machine: tp.stats.rng.
 
-local function rng(seed)
-  local state = seed
-  local self = {}
-  function self.next()
-    state = state + 0x9E3779B97F4A7C15
-    local z = state
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    return z ~ (z >> 31)
-  end
-  function self.uniform()
-    return ((self.next() >> 11) + 0.5) * (1.0 / 9007199254740992.0)
-  end
-  function self.normal()
-    local u1, u2 = self.uniform(), self.uniform()
-    return math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
-  end
-  return self
-end
+local rng = tp.stats.rng
 
 -- ---------------------------------------------------------------------------------------------
 -- The runs: the recipe's own plan, so ids, configs and arguments are exactly what it would run.

@@ -241,4 +241,31 @@ describe('tp.stats', function()
       assert.is_truthy(err:find('no x value in common', 1, true))
     end)
   end)
+
+  describe('rng', function()
+    it('is splitmix64: the reference outputs for seed 0, the same sequence for the same seed',
+      function()
+        -- splitmix64 from state 0 (Vigna's reference splitmix64.c): first outputs.
+        local g = stats.rng(0)
+        assert.are.equal(math.tointeger(0xE220A8397B1DCDAF), g.next())
+        assert.are.equal(math.tointeger(0x6E789E6AA1B965F4), g.next())
+        local a, b = stats.rng(7), stats.rng(7)
+        for _ = 1, 100 do
+          local u = a.uniform()
+          assert.are.equal(u, b.uniform())
+          assert.is_true(u > 0 and u < 1)
+        end
+        local n, sum, sq = 20000, 0, 0
+        local c = stats.rng(11)
+        for _ = 1, n do
+          local z = c.normal()
+          sum, sq = sum + z, sq + z * z
+        end
+        assert.is_true(math.abs(sum / n) < 0.03)
+        assert.is_true(math.abs(sq / n - 1) < 0.05)
+        assert.has_error(function()
+          stats.rng(1.5)
+        end)
+      end)
+  end)
 end)
