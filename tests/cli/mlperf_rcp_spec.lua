@@ -1,7 +1,8 @@
 -- tplua mlperf score: the RCP check, one case per rule (tests/fixtures/mlperf/rcp/cases.json:
 -- each case's result files are written here from its runs, the same lines from which MLPerf's
 -- own rcp_checker gave the expected verdict, SOURCES.md), and the real AMD and NVIDIA v5.1
--- submissions (both pass, RCP found, with the normalisation factor of their scaling.json).
+-- submissions of llama2_70b_lora and llama31_8b (all pass, RCP found, with the normalisation
+-- factor MLPerf's checker gives: that of their scaling.json, or 1 where there is none).
 local h = require('helper')
 local json = require('tp.json')
 local materialise = require('cli.mlperf_cases').materialise
@@ -118,23 +119,55 @@ describe('tplua mlperf score: the RCP check, rule by rule', function()
 end)
 
 describe('tplua mlperf score: the RCP check of the real v5.1 submissions', function()
-  -- MLPerf's rcp_checker (training 5.1.0, pruned RCPs) on these directories: both "RCP found,
-  -- RCP test PASSED", factors 3178.6666666666665 / 3168.0 and / 3072.0 (EXPECTED.md).
-  for _, s in ipairs({ { 'AMD MI355X', AMD, 3168.0, 1.0033670033670032 },
-    { 'NVIDIA 8-GPU', NVIDIA, 3072.0, 1.034722222222222 } }) do
-    it(s[1] .. ' passes, RCP found, its normalisation the scaling.json factor', function()
+  -- MLPerf's rcp_checker (training 5.1.0, pruned RCPs) on these directories: all four "RCP
+  -- found, RCP test PASSED" (EXPECTED.md). llama2_70b_lora: factors 3178.6666666666665 / 3168.0
+  -- and / 3072.0. llama31_8b: AMD (BS 32) 178858.66666666666 / 178144.0; NVIDIA (BS 16) converges
+  -- slower than its reference (179712.0 > 161109.33333333334): factor 1, and no scaling.json.
+  local AMD8 = h.fixture('mlperf/amd_MI355X_EPYC_9575F_pytorch_llama31_8b')
+  local NVIDIA8 = h.fixture('mlperf/nvidia_theia_ngpu8_ngc25.09_nemo_llama31_8b')
+  for _, s in ipairs({
+    { 'AMD MI355X llama2_70b_lora', AMD, 8, 'llama2_70b_lora_ref_8', 3178.6666666666665,
+      2960.6339616775513, 3168.0, 1.0033670033670032, true },
+    { 'NVIDIA 8-GPU llama2_70b_lora', NVIDIA, 8, 'llama2_70b_lora_ref_8', 3178.6666666666665,
+      2960.6339616775513, 3072.0, 1.034722222222222, true },
+    { 'AMD MI355X llama31_8b', AMD8, 32, 'llama31_8b_ref_32', 178858.66666666666,
+      173649.76494948068, 178144.0, 1.004011735824202, true },
+    { 'NVIDIA 8-GPU llama31_8b', NVIDIA8, 16, 'llama31_8b_ref_16', 161109.33333333334,
+      157919.5454909007, 179712.0, 1.0, false },
+  }) do
+    it(s[1] .. ' passes, RCP found, with the normalisation of MLPerf\'s checker', function()
       local doc = score(s[2])
       assert.is_true(doc.rcp.pass)
+      assert.are.equal('found', doc.rcp.kind)
       assert.are.equal('RCP found', doc.rcp.message)
-      assert.are.equal(8, doc.rcp.bs)
-      near(s[3], doc.rcp.mean, 1e-9, 'mean')
-      near(2960.6339616775513, doc.rcp.min_mean, 1e-3, 'least accepted mean')
-      near(s[4], doc.rcp.norm_factor, 1e-12, 'factor')
-      assert.are.equal('scaling.json', doc.scaling_source)
-      near(s[4], doc.scaling_factor, 1e-15, 'scaling.json factor')
+      assert.are.equal(s[3], doc.rcp.bs)
+      assert.are.equal(s[4], doc.rcp.rcp.name)
+      near(s[5], doc.rcp.rcp.mean, 1e-9, 'RCP mean')
+      near(s[6], doc.rcp.min_mean, 1e-3, 'least accepted mean')
+      near(s[7], doc.rcp.mean, 1e-9, 'mean')
+      near(s[8], doc.rcp.norm_factor, 1e-12, 'factor')
+      if s[9] then
+        assert.are.equal('scaling.json', doc.scaling_source)
+        near(s[8], doc.scaling_factor, 1e-15, 'scaling.json factor')
+      else
+        assert.is_nil(doc.scaling_source)
+        assert.are.equal(1, doc.scaling_factor)
+      end
       assert.are.equal(0, #doc.findings)
     end)
   end
+
+  it('gives AMD llama31_8b without its scaling.json the same score, from the RCP check',
+    function()
+      local dir = h.tmpdir()
+      for i = 0, 9 do
+        h.write(dir .. '/result_' .. i .. '.txt', h.read(AMD8 .. '/result_' .. i .. '.txt'))
+      end
+      local doc = score(dir)
+      assert.are.equal('rcp', doc.scaling_source)
+      near(1.004011735824202, doc.scaling_factor, 1e-12, 'factor')
+      near(99.70854353631518, doc.score, 1e-9, 'score')
+    end)
 
   it('scales by the RCP normalisation when the directory has no scaling.json', function()
     local dir = h.tmpdir()

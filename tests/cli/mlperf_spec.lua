@@ -1,6 +1,6 @@
 -- tplua mlperf score: the real binary on real published MLPerf Training v5.1 results of AMD and
--- NVIDIA (llama2_70b_lora, tests/fixtures/mlperf, SOURCES.md): the score MLPerf's own result
--- summarizer gives (EXPECTED.md), and bad directories (clear errors, exit 1).
+-- NVIDIA (llama2_70b_lora and llama31_8b, tests/fixtures/mlperf, SOURCES.md): the score MLPerf's
+-- own result summarizer gives (EXPECTED.md), and bad directories (clear errors, exit 1).
 local h = require('helper')
 local json = require('tp.json')
 
@@ -227,5 +227,103 @@ describe('tplua mlperf compare', function()
     assert.are.equal(2, r.code)
     assert.is_truthy(r.stderr:find('compare takes two or more directories, A (the baseline) and '
       .. 'B...', 1, true))
+  end)
+end)
+
+-- The second benchmark: llama31_8b, the same two systems (tests/fixtures/mlperf, SOURCES.md).
+-- Every number below is what MLPerf's own result summarizer gave on these files (EXPECTED.md).
+local AMD8 = h.fixture('mlperf/amd_MI355X_EPYC_9575F_pytorch_llama31_8b')
+local NVIDIA8 = h.fixture('mlperf/nvidia_theia_ngpu8_ngc25.09_nemo_llama31_8b')
+local AMD8_SCORE, NVIDIA8_SCORE = 99.70854353631518, 67.37329375
+local MINUTES8 = {
+  [AMD8] = { 95.96894999999999, 102.68223333333334, 95.74425, 109.44045, 102.65991666666667,
+    102.64596666666667, 102.73931666666667, 95.89005, 95.90068333333333, 95.99398333333333 },
+  [NVIDIA8] = { 68.87821666666666, 64.2261, 68.742, 64.81073333333333, 64.83883333333334,
+    64.56951666666667, 69.14031666666666, 69.0716, 69.0635, 69.01195 },
+}
+
+describe('tplua mlperf score and compare: llama31_8b', function()
+  it('scores AMD MI355X llama31_8b as MLPerf does (99.7085 minutes, scaling.json)', function()
+    local r = h.run({ 'mlperf', 'score', AMD8 })
+    assert.are.equal('', r.stderr)
+    assert.are.equal(0, r.code)
+    local out = r.stdout
+    assert.is_truthy(out:find('MLPerf Training llama31_8b, ', 1, true))
+    assert.is_truthy(out:find('10 result files, 10 required', 1, true))
+    assert.is_truthy(out:find('\n  result_3.txt  success    109.4404     196576     16  3.2818\n',
+      1, true), out)
+    -- result_9.txt ends its lines with CR LF, as published: read the same.
+    assert.is_truthy(out:find('\n  result_9.txt  success     95.9940     172000     14  3.2909\n',
+      1, true), out)
+    assert.is_truthy(out:find('olympic mean: 99.3101 minutes (1 fastest and 1 slowest dropped)',
+      1, true), out)
+    assert.is_truthy(out:find('scaling factor: 1.004012 (scaling.json)', 1, true), out)
+    assert.is_truthy(out:find('\nscore: 99.7085 minutes\n', 1, true), out)
+  end)
+
+  it('scores NVIDIA 8-GPU llama31_8b as MLPerf does (67.3733 minutes, no scaling.json)',
+    function()
+      local r = h.run({ 'mlperf', 'score', NVIDIA8 })
+      assert.are.equal('', r.stderr)
+      assert.are.equal(0, r.code)
+      local out = r.stdout
+      assert.is_truthy(out:find('\n  result_1.txt  success     64.2261     172032     14  3.2981\n',
+        1, true), out)
+      assert.is_truthy(out:find('olympic mean: 67.3733 minutes', 1, true), out)
+      assert.is_falsy(out:find('scaling factor:', 1, true), out)
+      assert.is_truthy(out:find('\nscore: 67.3733 minutes\n', 1, true), out)
+    end)
+
+  it('gives each run the time to train MLPerf gives, to the last bit', function()
+    -- MLPerf's summarizer divides the milliseconds by 60, then by 1000; dividing by 60000 once
+    -- gives 95.96895 for AMD's result_0 (its 95.96894999999999).
+    for _, dir in ipairs({ AMD8, NVIDIA8 }) do
+      local want = MINUTES8[dir]
+      local doc = json.decode(h.run({ 'mlperf', 'score', dir, '--json' }).stdout)
+      assert.are.equal('llama31_8b', doc.benchmark)
+      assert.are.equal(10, #doc.runs)
+      assert.are.equal(0, #doc.findings)
+      for i, run in ipairs(doc.runs) do
+        assert.are.equal(string.format('result_%d.txt', i - 1), run.file:match('[^/]+$'))
+        assert.are.equal(want[i], run.minutes, run.file)
+      end
+      assert.are.equal(dir == AMD8 and AMD8_SCORE or NVIDIA8_SCORE, doc.score)
+    end
+  end)
+
+  it('compares NVIDIA (B) to AMD (A): the ratio of the two scores, a CI of the time ratio',
+    function()
+      local r = h.run({ 'mlperf', 'compare', AMD8, NVIDIA8 })
+      assert.are.equal('', r.stderr)
+      assert.are.equal(0, r.code)
+      local out = r.stdout
+      assert.is_truthy(out:find('MLPerf Training llama31_8b: B vs A', 1, true))
+      assert.is_truthy(out:find(string.format('score ratio B/A: %.4f (67.3733 / 99.7085)',
+        NVIDIA8_SCORE / AMD8_SCORE), 1, true), out)
+      local lo, hi = out:match('mean time to train B/A: [%d.]+, 95%% CI %[([%d.]+), ([%d.]+)%] '
+        .. '%(bootstrap, 10000 resamples, seed 1%)')
+      assert.is_truthy(lo, out)
+      local d = json.decode(h.run({ 'mlperf', 'compare', AMD8, NVIDIA8, '--json' }).stdout)
+      assert.are.equal('llama31_8b', d.benchmark)
+      assert.is_true(math.abs(d.ratio - NVIDIA8_SCORE / AMD8_SCORE) < 1e-12)
+      local function mean(t)
+        local s = 0
+        for _, v in ipairs(t) do
+          s = s + v
+        end
+        return s / #t
+      end
+      local means = mean(MINUTES8[NVIDIA8]) / mean(MINUTES8[AMD8])
+      assert.is_true(math.abs(d.time_ratio_ci.estimate - means) < 1e-12)
+      assert.is_true(d.time_ratio_ci.lo < means and means < d.time_ratio_ci.hi)
+      assert.are.equal(string.format('%.4f', d.time_ratio_ci.lo), lo)
+      assert.are.equal(string.format('%.4f', d.time_ratio_ci.hi), hi)
+    end)
+
+  it('refuses to compare llama31_8b with llama2_70b_lora', function()
+    local r = h.run({ 'mlperf', 'compare', AMD8, NVIDIA })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find('different benchmarks: ' .. AMD8 .. ' is llama31_8b, '
+      .. NVIDIA .. ' is llama2_70b_lora', 1, true), r.stderr)
   end)
 end)
