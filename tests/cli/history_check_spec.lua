@@ -1,13 +1,13 @@
 -- tplua history check, end to end through the binary, on a SQLite file and on the real
 -- PostgreSQL server the spec starts (tests/pg_server.lua): 40 nightly run records
--- (tests/history_nightly.lua) whose software stack changes at one night (ROCm 6.2.4 -> 6.3.1,
+-- (examples/history/nightly.lua) whose software stack changes at one night (ROCm 6.2.4 -> 6.3.1,
 -- torch 2.4.1 -> 2.5.0) are added, and check reports one regression at that night naming the
 -- changed packages and exits 4 with --fail-on 2 when tokens/s dropped 4% there; nothing, and
 -- exit 0, when it did not. The same as JSON, a note shown beside the change, --since.
 local h = require('helper')
 local pg = require('pg_server')
 local json = require('tp.json')
-local nightly = require('history_nightly')
+local nightly = dofile(h.source_dir .. '/examples/history/nightly.lua')
 
 local function has(s, text)
   return tostring(s):find(text, 1, true) ~= nil

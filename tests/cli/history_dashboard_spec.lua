@@ -1,5 +1,5 @@
 -- tplua history dashboard: the page written for a history of two vendors' nightly runs
--- (tests/history_nightly.lua), self-contained (no reference outside it, data embedded so that
+-- (examples/history/nightly.lua), self-contained (no reference outside it, data embedded so that
 -- no text ends its script), one chart for both vendors with the change point and the note
 -- marked; rendered by headless Chromium with no console error, its script run (a DOM marker),
 -- a linked run's metrics and stack shown, and a screenshot whose chart area is drawn
@@ -9,7 +9,7 @@ local h = require('helper')
 local proc = require('tp.proc')
 local fs = require('tp.fs')
 local json = require('tp.json')
-local nightly = require('history_nightly')
+local nightly = dofile(h.source_dir .. '/examples/history/nightly.lua')
 
 local CHROMIUM = '/usr/bin/chromium'
 local PYTHON = '/usr/bin/python3'

@@ -8,7 +8,7 @@ local json = require('tp.json')
 local DAY = 86400
 local T0 = 1772330400 -- 2026-03-01T02:00:00Z
 
-local rng = require('history_nightly').rng
+local rng = require('tp.stats').rng
 
 local OLD = { gpu_stack = { hip_runtime = '6.2.41134', rccl = '2.20.5' },
   python = { python = '3.10.14', torch = '2.4.1' }, container = { rocm_version = '6.2.4' } }

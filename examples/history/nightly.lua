@@ -1,11 +1,15 @@
--- Nightly run records for the history specs: one tplua.run/2 record a night, built as `tplua run`
--- builds it (tp.record.from_log on a Megatron-LM-format log of the night's training steps, then
--- config_hash, campaign, energy_metrics and the environment inventory of tp.run.provenance), one
--- day apart. The software stack changes at one night (ROCm and torch on AMD, CUDA and torch on
--- NVIDIA) and the step time may grow there, so tokens/s drops by a chosen fraction. Seeded: the
--- same options give the same files.
+-- Nightly run records to try the history with (and the history specs' data): one tplua.run/2
+-- record a night, built as `tplua run` builds it (tp.record.from_log on a Megatron-LM-format
+-- log of the night's training steps, then config_hash, campaign, energy_metrics and the
+-- environment inventory of tp.run.provenance), one day apart. The software stack changes at
+-- one night (ROCm and torch on AMD, CUDA and torch on NVIDIA) and the step time may grow there,
+-- so tokens/s drops by a chosen fraction. Seeded: the same options give the same files.
 --
---   local nightly = require('history_nightly')
+--   tplua examples/history/nightly.lua /tmp/nightly    40 nights of MI300X (ROCm 6.2.4 -> 6.3.1
+--                                                      on 26 March, tokens/s 4% lower from then)
+--                                                      and of H100 (CUDA and NCCL changed on 20
+--                                                      March, same speed), in /tmp/nightly/amd, nvd
+--   local nightly = dofile('examples/history/nightly.lua')     -- as a module
 --   local info = nightly.write(dir, { nights = 40, change_at = 26, drop = 0.04 })
 local json = require('tp.json')
 local record = require('tp.parse.record')
@@ -195,6 +199,19 @@ function M.write(dir, opts)
     end
   end
   return out
+end
+
+-- Run as a script: both platforms' nights under OUT (default /tmp/nightly).
+if arg and type(arg[0]) == 'string' and arg[0]:match('nightly%.lua$') then
+  local fs = require('tp.fs')
+  local out = arg[1] or '/tmp/nightly'
+  for _, spec in ipairs({ { 'amd', 26, 0.04 }, { 'nvd', 20, 0 } }) do
+    local dir = fs.join(out, spec[1])
+    assert(fs.mkdir_p(dir))
+    local info = M.write(dir, { platform = spec[1], change_at = spec[2], drop = spec[3] })
+    print(string.format('%s: %d nightly records in %s (stack change on %s)', spec[1],
+      #info.paths, dir, info.change_time))
+  end
 end
 
 return M
