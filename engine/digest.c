@@ -253,13 +253,15 @@ struct TpDigestFollow {
   bool threaded;
   pthread_t thread;
   pthread_mutex_t mu;
-  pthread_cond_t cv;  // signalled when the reader advances or ends, and when the digest is done
-  uint64_t avail;     // bytes the reader has read
-  bool ended;         // avail is final
-  bool sleeping;      // the thread waits for the reader
-  bool done;          // rc, err and hex are final
-  atomic_bool stop;   // tp_digest_follow_free: give up at the next block
-  uint64_t hashed;    // bytes hashed (the thread's, or the waiter's without a thread)
+  pthread_cond_t cv;   // signalled when the reader advances or ends, and when the digest is done
+  uint64_t avail;      // bytes the reader has read
+  bool ended;          // avail is final
+  bool sleeping;       // the thread waits for the reader
+  bool done;           // rc, err and hex are final
+  atomic_bool stop;    // tp_digest_follow_free: give up at the next block
+  uint64_t hashed;     // bytes hashed (the thread's, or the waiter's without a thread)
+  bool shrank;         // the file ended before the bytes reported (rc set)
+  uint64_t shrunk_to;  // then its size
   int rc;
   TpError err;
   char hex[TP_DIGEST_SHA256_HEX + 1];
@@ -282,10 +284,14 @@ static int follow_hash(TpDigestFollow *f, uint64_t upto) {
       return tp_error_errno(&f->err, "%s", f->subject);
     }
     if (got == 0) {
-      return tp_error_set(&f->err, TP_EINVAL,
-                          "%s: the file shrank while it was read (it ends at byte %llu, %llu bytes "
-                          "were read)",
-                          f->subject, (unsigned long long)f->hashed, (unsigned long long)upto);
+      // The message names the bytes the reader reported in all: tp_digest_follow_wait writes it
+      // once the reader has ended (the thread may see only part of them now).
+      struct stat st;
+      f->shrunk_to = fstat(f->fd, &st) == 0 && (uint64_t)st.st_size < f->hashed
+                         ? (uint64_t)st.st_size
+                         : f->hashed;
+      f->shrank = true;
+      return TP_EINVAL;
     }
     if (EVP_DigestUpdate(f->ctx, f->buf, (size_t)got) != 1) {
       return tp_error_set(&f->err, TP_EINVAL, "%s: digest update failed", f->subject);
@@ -413,6 +419,9 @@ void tp_digest_follow_end(TpDigestFollow *f) {
 }
 
 int tp_digest_follow_wait(TpDigestFollow *f, char hex[TP_DIGEST_SHA256_HEX + 1], TpError *err) {
+  // The reader has stopped when the digest is asked for: without this, a waiter that did not
+  // report the end would wait for ever.
+  tp_digest_follow_end(f);
   if (f->threaded) {
     pthread_mutex_lock(&f->mu);
     while (!f->done) {
@@ -424,6 +433,13 @@ int tp_digest_follow_wait(TpDigestFollow *f, char hex[TP_DIGEST_SHA256_HEX + 1],
       follow_complete(f, f->avail);  // fed: everything is hashed, only the end is left
     }
     f->done = true;
+  }
+  if (f->shrank) {
+    f->shrank = false;  // the message is written once; rc stays
+    tp_error_set(&f->err, TP_EINVAL,
+                 "%s: the file shrank while it was read (it ends at byte %llu, %llu bytes were "
+                 "read)",
+                 f->subject, (unsigned long long)f->shrunk_to, (unsigned long long)f->avail);
   }
   if (f->rc != 0) {
     if (err) {

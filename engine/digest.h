@@ -53,10 +53,10 @@ void tp_digest_pipe_free(TpDigestPipe *p);
 /// they are reported.
 typedef struct TpDigestFollow TpDigestFollow;
 
-/// Starts following the file open at `fd` (a regular file is read through a duplicate of `fd`:
-/// the caller keeps and closes its own). `subject` names the file in error messages. Without a
-/// thread (pthread_create failed) the bytes are hashed in tp_digest_follow_wait. Returns NULL
-/// (err filled) when libcrypto, fstat or dup fails.
+/// Starts following the file open at `fd` (a regular file is read through a duplicate of `fd`,
+/// from byte 0: the caller keeps and closes its own). `subject` names the file in error messages.
+/// Without a thread (pthread_create failed) the bytes are hashed in tp_digest_follow_wait. Returns
+/// NULL (err filled) when libcrypto, fstat or dup fails.
 TpDigestFollow *tp_digest_follow_new(int fd, const char *subject, TpError *err);
 
 /// Reports `len` more bytes read, at `data`: counted for a regular file (the thread reads them
@@ -66,9 +66,11 @@ void tp_digest_follow_advance(TpDigestFollow *f, const void *data, size_t len);
 /// Reports that the reader stopped: the digest covers the bytes reported.
 void tp_digest_follow_end(TpDigestFollow *f);
 
-/// Waits for the digest (after tp_digest_follow_end) and writes it to `hex`; may be called again
-/// (the same answer). @return 0, -errno when the thread could not read the file, TP_EINVAL when
-/// the file ended before the bytes reported or libcrypto failed (err filled).
+/// Waits for the digest (reporting the end first if tp_digest_follow_end was not called) and
+/// writes it to `hex`; may be called again (the same answer). @return 0, -errno when the thread
+/// could not read the file, TP_EINVAL when the file ended before the bytes reported ("<subject>:
+/// the file shrank while it was read (it ends at byte N, M bytes were read)", M all the bytes
+/// reported) or libcrypto failed (err filled).
 int tp_digest_follow_wait(TpDigestFollow *f, char hex[TP_DIGEST_SHA256_HEX + 1], TpError *err);
 
 /// Stops the thread (at its next block, whether or not the digest is done) and frees the

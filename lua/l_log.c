@@ -388,14 +388,19 @@ static int scan_feed_file(lua_State *L) {
   if (rc) {
     return engine_failure(L, u, &err);
   }
+  if (later) {
+    // Anchored before anything that may raise; a hook that started one meanwhile (feed_file from
+    // a parser's hook) loses its follower, stopped here, rather than leaving its thread running.
+    tp_digest_follow_free(u->digest);
+    u->digest = follow;
+    u->digest_size = size;
+  }
   tp_logscan_take_new(u->s);
   lua_pushboolean(L, 1);
   if (!sha) {
     return 1;
   }
   if (later) {
-    u->digest = follow;
-    u->digest_size = size;
     lua_pushinteger(L, (lua_Integer)size);
     return 2;
   }

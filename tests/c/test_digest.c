@@ -163,6 +163,28 @@ static void test_follow(void) {
   CHECK_STR(hex, MILLION_A);
   tp_digest_follow_free(fl);
 
+  // Waiting without reporting the end first reports it (no wait for ever).
+  {
+    char part[600];
+    snprintf(part, sizeof part, "%s.part", path);
+    FILE *pf = fopen(part, "w+b");
+    CHECK(pf != NULL);
+    if (pf) {
+      CHECK_INT(fwrite("xyzabc", 1, 6, pf), 6);
+      fflush(pf);
+      fl = tp_digest_follow_new(fileno(pf), part, &err);
+      CHECK(fl != NULL);
+      if (fl) {
+        tp_digest_follow_advance(fl, "xyz", 3);
+        CHECK_INT(tp_digest_follow_wait(fl, hex, &err), 0);
+        CHECK_STR(hex, "3608bca1e44ea6c4d268eb6db02260269892c0b42b86bbf1e77a6fa16c3c9282");
+        tp_digest_follow_free(fl);
+      }
+      fclose(pf);
+      unlink(part);
+    }
+  }
+
   // Nothing read: the empty digest.
   fl = tp_digest_follow_new(fileno(f), path, &err);
   CHECK(fl != NULL);

@@ -182,6 +182,41 @@ describe('tp.log SHA-256 of the file read', function()
         tp.log.parse(path, { sha256 = 'soon' })
       end)
     end)
+
+  it('stops the digest\'s thread when the log is closed or collected before the digest', function()
+    local one = assert(h.read(h.fixture('logs/' .. FIXTURES[1])))
+    local text = one:rep(8 * 1024 * 1024 // #one + 2)
+    local path = h.tmpdir() .. '/big.log'
+    h.write(path, text)
+    local want = require('tp._digest').sha256(text)
+    -- Closed while the thread still reads: the thread stops, the scanner refuses the digest.
+    local log = assert(tp.log.parse(path, { sha256 = 'later' }))
+    log._scanner:close()
+    log._scanner:close()
+    assert.has_error(function()
+      log:digest()
+    end, 'attempt to use a closed log scanner')
+    -- Collected unasked, many at once: each one's thread is stopped and joined by __gc.
+    for _ = 1, 8 do
+      assert(tp.log.parse(path, { sha256 = 'later' }))
+    end
+    log = nil
+    collectgarbage('collect')
+    collectgarbage('collect')
+    -- The file changed after the scan but before the thread got to the end: the digest names it.
+    log = assert(tp.log.parse(path, { sha256 = 'later' }))
+    local hex, err = log:digest()
+    assert.are.equal(want, hex, err)
+    local short = assert(tp.log.parse(path, { sha256 = 'later' }))
+    h.write(path, 'x\n') -- shorter than what was scanned
+    local got, serr = short:digest()
+    if got then
+      -- The thread was already through the file: the digest is the one of the bytes scanned.
+      assert.are.equal(want, got)
+    else
+      assert.matches(path .. ': the file shrank while it was read', serr, 1, true)
+    end
+  end)
 end)
 
 describe('tp.log records view', function()

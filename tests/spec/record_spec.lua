@@ -378,6 +378,21 @@ describe('tp.record.save', function()
       assert.has_error(function()
         record.save(plain, dir .. '/r.json', { pending = { source = 'x' } })
       end)
+      -- A pending member the record lacks is filled in (once) whether the records are streamed
+      -- or not.
+      for _, rec in ipairs({ plain, lazy }) do
+        local calls = 0
+        assert.is_true(record.save(rec, dir .. '/r.json', { pending = {
+          zz_note = function(r)
+            calls = calls + 1
+            r.zz_note = 'late'
+            return true
+          end,
+        } }))
+        rec.zz_note = nil
+        assert.are.equal(1, calls)
+        assert.are.equal('late', assert(json.decode(h.read(dir .. '/r.json'))).zz_note)
+      end
     end)
 
   it('leaves nothing behind when the directory is not writable', function()

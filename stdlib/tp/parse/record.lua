@@ -326,6 +326,22 @@ end
 -- scanner, into a file put in place atomically. The members `pending` fills in are filled just
 -- before they are written, the texts of the members after the first of them made before it.
 local function save_streamed(rec, log, path, pending)
+  -- A pending member the record lacks is filled in first (it may add the member), as save does
+  -- for a record held in full: each function is called once, whatever the record holds.
+  local early = {}
+  for k in pairs(pending) do
+    if rec[k] == nil then
+      early[#early + 1] = k
+    end
+  end
+  table.sort(early)
+  for _, k in ipairs(early) do
+    local ok, err, code = pending[k](rec)
+    if not ok then
+      return nil, err, code
+    end
+    early[k] = true
+  end
   local keys = {}
   for k in pairs(rec) do
     if type(k) ~= 'string' then
@@ -347,13 +363,13 @@ local function save_streamed(rec, log, path, pending)
     if not ok then
       break
     end
-    if pending[k] then
+    if pending[k] and not early[k] then
       if not ahead then
         out:writeback() -- the disk writes go on while the member is filled in
         ahead = {}
         for j = i + 1, #keys do
           local kj = keys[j]
-          if kj ~= 'records' and not pending[kj] then
+          if kj ~= 'records' and not (pending[kj] and not early[kj]) then
             ahead[kj] = table.pack(encode_member(rec, kj))
           end
         end
