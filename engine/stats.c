@@ -563,11 +563,11 @@ double tp_stats_t_quantile(double p, double df) {
   if (p == 0.5) {
     return 0.0;
   }
-  if (p < 0.5) {
-    return -tp_stats_t_quantile(1.0 - p, df);
-  }
-  // P(T > t) = t_p2(t) / 2 falls from 1/2 at 0: bracket the root, then bisect.
-  double target = 2.0 * (1.0 - p);
+  // P(|T| > t) = t_p2(t) falls from 1 at 0: find t with t_p2(t) = 2 min(p, 1 - p) and give it
+  // p's sign. The lower tail is taken from p itself, never from 1 - p, which would round to 1 for
+  // p below about 1e-17 (and lose digits well before).
+  double sign = p < 0.5 ? -1.0 : 1.0;
+  double target = 2.0 * (p < 0.5 ? p : 1.0 - p);
   double lo = 0.0;
   double hi = 1.0;
   while (tp_stats_t_p2(hi, df) > target && hi < 1e300) {
@@ -582,7 +582,7 @@ double tp_stats_t_quantile(double p, double df) {
       hi = mid;
     }
   }
-  return 0.5 * (lo + hi);
+  return sign * 0.5 * (lo + hi);
 }
 
 double tp_stats_normal_sf(double z) {

@@ -443,6 +443,55 @@ static void test_curve_distance(void) {
   CHECK_STR(err.msg, "curve_distance: the curves have no x value in common");
 }
 
+// Student's t quantile against mpmath 1.3 (40 digits: bisection of the regularised incomplete
+// beta function's tail), including both far tails: the lower one must be found from p itself.
+static void test_t_quantile(void) {
+  CHECK_NUM(tp_stats_t_quantile(0.975, 1), 12.706204736174693, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(0.975, 2), 4.3026527297494618, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(0.975, 3.5), 2.9400886379827288, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(0.95, 3.5), 2.2224334936496007, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(0.975, 30), 2.0422724563012379, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(0.975, 1e6), 1.9599663568141067, 1e-9);
+  CHECK_NUM(tp_stats_t_quantile(0.6, 0.5), 0.39797542678479059, 1e-12);
+  // df = 1: tan(pi (p - 1/2)); p = 1 - 1e-10 as a double.
+  CHECK_NUM(tp_stats_t_quantile(1 - 1e-10, 1), 3183098598.4671478, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(1 - 1e-10, 30), 9.3774897460797740, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(1e-10, 30), -9.3774897804071432, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(1e-20, 5), -15683.925454365776, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(1e-300, 3.5), -6.1068570315712630e85, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(1e-12, 1e6), -7.0345726084112566, 1e-9);
+  CHECK_NUM(tp_stats_t_quantile(0.5, 4), 0.0, 0);
+  CHECK_INT(isnan(tp_stats_t_quantile(0.0, 4)) != 0, 1);
+  CHECK_INT(isnan(tp_stats_t_quantile(1.0, 4)) != 0, 1);
+  CHECK_INT(isnan(tp_stats_t_quantile(0.9, 0.0)) != 0, 1);
+  CHECK_INT(isnan(tp_stats_t_quantile(NAN, 4)) != 0, 1);
+}
+
+// Batch means: a constant series has a zero-width interval; 2 batches is the least; NaN refused.
+static void test_batch_means_ci(void) {
+  TpError err = {0};
+  TpStatsBatchCi ci;
+  const double flat[] = {3, 3, 3, 3, 3, 3, 3};
+  CHECK_INT(tp_stats_batch_means_ci(flat, N_OF(flat), 3, 0.95, &ci, &err), 0);
+  CHECK_NUM(ci.mean, 3.0, 0);
+  CHECK_NUM(ci.half_width, 0.0, 0);
+  CHECK_INT(ci.first, 1);
+  CHECK_INT(ci.batch_size, 2);
+  // 1 2 | 3 4: batch means 1.5, 3.5; sd sqrt(2), se 1; t(0.975, 1) = 12.7062047361747.
+  const double four[] = {1, 2, 3, 4};
+  CHECK_INT(tp_stats_batch_means_ci(four, N_OF(four), 2, 0.95, &ci, &err), 0);
+  CHECK_NUM(ci.mean, 2.5, 1e-15);
+  CHECK_NUM(ci.se, 1.0, 1e-15);
+  CHECK_NUM(ci.half_width, 12.706204736174693, 1e-12);
+  CHECK_NUM(ci.df, 1.0, 0);
+  CHECK_INT(tp_stats_batch_means_ci(four, N_OF(four), 1, 0.95, &ci, &err), TP_EINVAL);
+  CHECK_STR(err.msg, "batch_means_ci: needs at least 2 batches, got 1");
+  CHECK_INT(tp_stats_batch_means_ci(four, N_OF(four), 2, 1.0, &ci, &err), TP_EINVAL);
+  const double nan_in[] = {1, 2, NAN, 4};
+  CHECK_INT(tp_stats_batch_means_ci(nan_in, N_OF(nan_in), 2, 0.95, &ci, &err), TP_EINVAL);
+  CHECK_STR(err.msg, "batch_means_ci: value #3 is NaN");
+}
+
 int main(void) {
   test_location_spread();
   test_percentile();
@@ -457,5 +506,7 @@ int main(void) {
   test_outliers();
   test_smoothing();
   test_curve_distance();
+  test_t_quantile();
+  test_batch_means_ci();
   return CHECK_DONE();
 }

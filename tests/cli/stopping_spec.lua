@@ -52,6 +52,25 @@ local function records(dir)
   return out
 end
 
+-- The processes still alive that carry TPLUA_STOP_PROBE=<token> in their environment (given to
+-- the run only, so inherited by its launcher and every rank): their pids. Zombies (an empty
+-- environ) are gone already.
+local function survivors(token)
+  local out = {}
+  local want = 'TPLUA_STOP_PROBE=' .. token .. '\0'
+  for _, path in ipairs(require('tp.fs').glob('/proc/[0-9]*/environ') or {}) do
+    local f = io.open(path, 'rb')
+    local env = f and f:read('a')
+    if f then
+      f:close()
+    end
+    if env and env:find(want, 1, true) then
+      out[#out + 1] = tonumber(path:match('^/proc/(%d+)/'))
+    end
+  end
+  return out
+end
+
 local function finished_events(dir)
   local out = {}
   for _, e in ipairs(assert(campaign.read_journal(dir .. '/journal.jsonl')).events) do
@@ -109,6 +128,68 @@ describe('a stop rule', function()
   end)
 end)
 
+describe('a stop rule on a supervised run', function()
+  -- tests/tools/fake_trainer prints Megatron-LM lines (step times within 1% of 20 ms, the first
+  -- 3x) and logs each signal it receives; tp.campaign supervises it with a stop rule.
+  local FT = h.tools_dir .. '/fake_trainer'
+  local function campaign_run(dir, n, stop)
+    local script = dir .. '/c.lua'
+    h.write(script, string.format([[
+local campaign = require('tp.campaign')
+local c = campaign({ results = %q, name = 'stops', retry = { max = 3 }, runs = { { id = 'r',
+  parser = 'megatron', gbs = 64, seq_len = 1024, gpus = 8, model = 'llama3.1-8b', stop = %s,
+  argv = { %q, '--megatron-gen', '%d', '--lines-per-sec', '400', '--step-ms', '20',
+    '--signal-log', %q } } } })
+local s = assert(c:execute({ quiet = true }))
+os.exit(s.exit_code)
+]], dir .. '/res', stop, FT, n, dir .. '/signals'))
+    local r = h.run({ script })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local events = {}
+    for _, e in ipairs(assert(campaign.read_journal(dir .. '/res/journal.jsonl')).events) do
+      events[e.event] = (events[e.event] or 0) + 1
+    end
+    local sig = io.open(dir .. '/signals')
+    local signals = sig and sig:read('a') or ''
+    if sig then
+      sig:close()
+    end
+    return assert(json.load_file(dir .. '/res/r.json')), events, signals
+  end
+
+  it('stops the run with SIGTERM once converged: a success, never run again', function()
+    local rec, events, signals = campaign_run(h.tmpdir(), 2000, '{ ci = 0.01 }')
+    assert.are.equal('completed', rec.status)
+    assert.are.equal('converged_ci', rec.stopped_by)
+    assert.are.equal('SIGTERM\n', signals)
+    assert.are.equal(143, rec.campaign.exit.code)
+    local s = rec.stopping
+    assert.is_true(s.converged)
+    assert.are.equal(2000, s.iterations_planned)
+    assert.are.equal(rec.iterations[#rec.iterations], s.iterations_done)
+    assert.are.equal(2000 - s.iterations_done, s.iterations_saved)
+    assert.is_true(s.iterations_saved > 1000, tostring(s.iterations_saved))
+    assert.is_true(s.ci.relative_half_width <= 0.01 and s.ci.lo <= 0.02 and 0.02 <= s.ci.hi)
+    -- One start, no retry, though the campaign retries failures up to 3 times.
+    assert.are.equal(1, events.started)
+    assert.is_nil(events.retry)
+  end)
+
+  it('lets a run decided on its last planned iteration end by itself', function()
+    -- max_iters = the planned 60: the verdict comes with the last line; no signal is sent.
+    local rec, events, signals = campaign_run(h.tmpdir(), 60,
+      '{ ci = 1e-9, min_iters = 1, max_iters = 60 }')
+    assert.are.equal('completed', rec.status)
+    assert.is_true(rec.stopped_by == json.null or rec.stopped_by == nil)
+    assert.are.equal('', signals)
+    assert.are.equal(0, rec.campaign.exit.code)
+    assert.is_true(rec.stopping.stopped_by == json.null or rec.stopping.stopped_by == nil)
+    assert.are.equal(0, rec.stopping.iterations_saved)
+    assert.are.equal(60, rec.stopping.iterations_done)
+    assert.are.equal(1, events.started)
+  end)
+end)
+
 describe('stopping real reference-trainer runs #slow', function()
   local missing = h.torch_missing()
   if missing then
@@ -121,8 +202,11 @@ describe('stopping real reference-trainer runs #slow', function()
   it('stops a run launched by tplua ranks once its interval is narrow enough', function()
     local dir = h.tmpdir()
     local path = recipe(dir, 'stop-ranks', 3000, '{ ci = 0.2, batches = 4, min_iters = 20 }')
-    local r = h.run({ 'run', path, '--skip-preflight' }, { cwd = h.source_dir, env = FAKE_GPUS })
+    local env = { TPLUA_GPU_LIBPATH = FAKE_GPUS.TPLUA_GPU_LIBPATH, TPLUA_STOP_PROBE = dir }
+    local r = h.run({ 'run', path, '--skip-preflight' }, { cwd = h.source_dir, env = env })
     assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    -- No rank outlived the stop: tplua run returned only once the whole launch was gone.
+    assert.are.same({}, survivors(dir))
     local out = dir .. '/out'
     local recs = records(out)
     assert.are.equal(1, #recs)
@@ -157,22 +241,22 @@ describe('stopping real reference-trainer runs #slow', function()
   end)
 
   -- Full runs with the rule observed: each record says where the rule would have stopped it and
-  -- the interval then, and, having gone on to its end, the run's mean over its whole steady
-  -- window: what the interval claims to cover. Three runs at a 95%
-  -- nominal level: all three cover with probability 0.86 and at least two with 0.993 when the
-  -- intervals are calibrated, so the test asks for two; it catches a gross failure (coverage
-  -- 50%: at least two with probability 0.5), not a few points — the replays in
-  -- bench/stopping/run measure those.
-  it('observed on full runs, the interval at the would-be stop covers the full mean', function()
+  -- the interval then, and the run went on to its end. The live monitor's decision must be the
+  -- replay's (tp.run.replay_stop, what bench/stopping/run measures) on the step times the record
+  -- kept. Whether those intervals cover the full runs' means is a property of the rule and of
+  -- the machine's drift, measured by bench/stopping/run on recorded real runs (docs/stopping.md,
+  -- "How well it works"), not by three runs on a shared machine.
+  it('observed on full runs, the would-be stop is the replay of the record, the run goes on',
+    function()
     local dir = h.tmpdir()
-    local path = recipe(dir, 'observe', 200,
-      '{ ci = 0.25, batches = 4, min_iters = 20, observe = true }', 'repeats = 3,')
+    local rule = '{ ci = 0.25, batches = 4, min_iters = 20, observe = true }'
+    local path = recipe(dir, 'observe', 200, rule, 'repeats = 3,')
     local r = h.run({ 'run', path, '--skip-preflight' },
       { cwd = h.source_dir, env = FAKE_GPUS })
     assert.are.equal(0, r.code, r.stdout .. r.stderr)
     local recs = records(dir .. '/out')
     assert.are.equal(3, #recs)
-    local covered, decided = 0, 0
+    local decided = 0
     for _, rec in ipairs(recs) do
       assert.are.equal('completed', rec.status)
       assert.is_true(rec.stopped_by == nil or rec.stopped_by == json.null)
@@ -180,17 +264,21 @@ describe('stopping real reference-trainer runs #slow', function()
       local s = rec.stopping
       assert.is_true(s.rule.observe)
       assert.are.equal(0, s.iterations_saved)
+      local replay = require('tp.run').replay_stop(rec.step_times,
+        require('tp.run').stop_rule(load('return ' .. rule)()), rec.iterations)
       if s.would_stop_by == 'converged_ci' then
         decided = decided + 1
         assert.are.equal(200 - s.decided_at_iteration, s.iterations_saveable)
-        local full = rec.performance_metrics.avg_step_time_seconds
-        if s.ci.lo <= full and full <= s.ci.hi then
-          covered = covered + 1
-        end
+        assert.are.equal('converged_ci', replay.verdict.reason)
+        assert.are.equal(s.decided_at_iteration, rec.iterations[replay.stopped])
+        local e = replay.verdict.estimate
+        assert.are.equal(e.mean, s.ci.mean_step_time_s)
+        assert.are.equal(e.half_width, s.ci.half_width_s)
+      else
+        assert.is_nil(replay.stopped)
       end
     end
     assert.is_true(decided >= 2, 'runs the rule would have stopped: ' .. decided)
-    assert.is_true(covered >= decided - 1, covered .. ' of ' .. decided .. ' covered')
   end)
 end)
 

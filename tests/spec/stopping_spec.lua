@@ -53,6 +53,8 @@ describe('tp.stats batch means', function()
     assert.is_true(near(stats.t_quantile(0.995, 4), 4.604094871415897, 1e-10))
     assert.is_true(near(stats.t_quantile(0.025, 1e7), -1.959963984540054, 1e-6))
     assert.are.equal(0.0, stats.t_quantile(0.5, 3))
+    -- The far lower tail from p itself (mpmath: -15683.925454365776), not from 1 - p.
+    assert.is_true(near(stats.t_quantile(1e-20, 5), -15683.925454365776, 1e-10))
     assert.has_error(function()
       stats.t_quantile(1, 3)
     end, 'tp.stats.t_quantile: p in (0, 1) and df > 0 expected')
@@ -133,8 +135,38 @@ describe('the stop rule', function()
 end)
 
 describe('the stop monitor', function()
-  -- At every check the monitor made, its truncation is tp.stats.mser's on the values so far
-  -- and its interval tp.stats.batch_means_ci's on the steady window.
+  -- From scratch, straight from the definitions: the lag-1 autocorrelation of xs[a..b], and the
+  -- Cramer-von Mises statistic of that window with the variance s2.
+  local function lag1_direct(xs, a, b)
+    local n, m = b - a + 1, 0
+    for i = a, b do
+      m = m + xs[i] / n
+    end
+    local var, cov = 0, 0
+    for i = a, b do
+      var = var + (xs[i] - m) ^ 2
+      if i > a then
+        cov = cov + (xs[i] - m) * (xs[i - 1] - m)
+      end
+    end
+    return var > 0 and cov / var or 0
+  end
+  local function cvm_direct(xs, a, b, s2)
+    local n, m = b - a + 1, 0
+    for i = a, b do
+      m = m + xs[i] / n
+    end
+    local part, sum = 0, 0
+    for i = a, b do
+      part = part + xs[i] - m
+      sum = sum + part * part
+    end
+    return sum / (n * s2) / n
+  end
+
+  -- At every check the monitor made, its truncation is tp.stats.mser's on the values so far,
+  -- its interval tp.stats.batch_means_ci's on the steady window, and the lag-1 autocorrelation
+  -- that sized its batches and its stationarity statistic those computed from scratch.
   local function agrees(xs, rule)
     local mon = stop.new(rule)
     local compared = 0
@@ -158,6 +190,18 @@ describe('the stop monitor', function()
           assert.is_true(near(e.mean, c.mean, 1e-12), 'value ' .. i)
           assert.is_true(near(e.half_width, c.half_width, 1e-7), 'value ' .. i)
           assert.are.equal(c.batch_size, e.batch_size)
+          assert.are.equal(m.start + c.first - 1, e.first, 'value ' .. i)
+          local r1 = math.max(0, math.min(lag1_direct(xs, m.start, i), 0.98))
+          assert.is_true(math.abs(e.lag1 - r1) <= 1e-9, 'value ' .. i .. ': ' .. e.lag1 .. ' '
+            .. r1)
+          -- As many batches of ceil(4 tau) values as the window holds, or rule.batches.
+          local b = math.max(1, math.ceil(stop.TAU_FACTOR * (1 + r1) / (1 - r1)))
+          local k = (i - m.start + 1) // b
+          assert.are.equal(k >= rule.batches and k or rule.batches, e.batches, 'value ' .. i)
+          if e.cvm then
+            local s2 = e.batch_size * e.batches * e.se * e.se
+            assert.is_true(near(e.cvm, cvm_direct(xs, m.start, i, s2), 1e-7), 'value ' .. i)
+          end
         else
           -- No estimate: the least MSER is at the end of the first half, or too few values.
           assert.is_true(m.truncated >= m.batches // 2 or i - m.start + 1 < rule.batches,

@@ -129,8 +129,14 @@ function Active:check_stop(r)
   if not mon or mon.verdict or self.stopped_by or self.exited then
     return
   end
-  local verdict = mon:add(r.step_time_s, math.tointeger(r.iteration))
-  if verdict and not mon.rule.observe then
+  local it = math.tointeger(r.iteration)
+  local verdict = mon:add(r.step_time_s, it)
+  local total = math.tointeger(self.state.total or self.run.total_iters)
+  if verdict and not mon.rule.observe and it and total and it >= total then
+    -- Decided on the run's last planned iteration: nothing is left to save, and a SIGTERM now
+    -- would only cut its own ending short (or race with it): it ends by itself, not stopped.
+    verdict.at_end = true
+  elseif verdict and not mon.rule.observe then
     self:stop(verdict.reason, require('tp.run._stop').message(verdict), r.line)
   elseif verdict and self.ctx.view then
     self.ctx.view:note(string.format('%s: stop rule (observed only): %s', self.run.id,

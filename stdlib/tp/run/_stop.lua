@@ -390,12 +390,14 @@ function M.summary(rule, monitor, done, planned)
       max_iters = rule.max_iters or null, batches = rule.batches, observe = rule.observe == true },
     converged = v ~= nil and v.reason == 'converged_ci',
     -- Observed only: what the rule would have done; the run went on.
-    stopped_by = (v and not rule.observe) and v.reason or null,
+    -- Decided on the last planned iteration (at_end): the run ended by itself, not stopped.
+    stopped_by = (v and not rule.observe and not v.at_end) and v.reason or null,
     would_stop_by = (v and rule.observe) and v.reason or null,
     decided_at_iteration = v and e and e.iteration or null,
     iterations_done = done or null,
     iterations_planned = planned or null,
-    iterations_saved = (v and not rule.observe and done and planned and planned > done)
+    iterations_saved = (v and not rule.observe and not v.at_end and done and planned
+      and planned > done)
       and (planned - done) or 0,
     -- Observed only: the iterations after the one the rule would have stopped at.
     iterations_saveable = (v and rule.observe and e and planned and planned > e.iteration)
