@@ -313,22 +313,12 @@ function M.rcp_findings(r)
   end
 end
 
---- Reads and scores one results/<system>/<benchmark>/ directory: its result_*.txt files and
---- its scaling.json when present. Returns the result of `score` with `dir`, or nil and a
---- message when the directory has no result file or a file cannot be read.
----```lua
----local r = assert(mlperf.score_dir('results/MI355X/llama2_70b_lora'))
----print(r.score)
----```
----@param dir string
----@param opts? {ruleset?: string, rcp_file?: string, rcp?: boolean} as for score
----@return table|nil result
----@return string? err
-function M.score_dir(dir, opts)
-  opts = opts or {}
-  local entries, lerr = fs.list(dir)
+-- The result_*.txt files of a submission directory, in run order (result_2 before result_10),
+-- or nil and the listing's error.
+local function result_files(dir)
+  local entries, err = fs.list(dir)
   if not entries then
-    return nil, named(dir, lerr)
+    return nil, err
   end
   local names = {}
   for _, e in ipairs(entries) do
@@ -344,6 +334,26 @@ function M.score_dir(dir, opts)
     end
     return a < b
   end)
+  return names
+end
+
+--- Reads and scores one results/<system>/<benchmark>/ directory: its result_*.txt files and
+--- its scaling.json when present. Returns the result of `score` with `dir`, or nil and a
+--- message when the directory has no result file or a file cannot be read.
+---```lua
+---local r = assert(mlperf.score_dir('results/MI355X/llama2_70b_lora'))
+---print(r.score)
+---```
+---@param dir string
+---@param opts? {ruleset?: string, rcp_file?: string, rcp?: boolean} as for score
+---@return table|nil result
+---@return string? err
+function M.score_dir(dir, opts)
+  opts = opts or {}
+  local names, lerr = result_files(dir)
+  if not names then
+    return nil, named(dir, lerr)
+  end
   if #names == 0 then
     return nil, dir .. ': no result_*.txt file'
   end
@@ -522,14 +532,7 @@ function M.is_submission_dir(path)
   if not fs.is_dir(path) then
     return false
   end
-  local entries = fs.list(path) or {}
-  local names = {}
-  for _, e in ipairs(entries) do
-    if e.name:match('^result_.*%.txt$') and e.type ~= 'directory' then
-      names[#names + 1] = e.name
-    end
-  end
-  table.sort(names)
+  local names = result_files(path) or {}
   if #names == 0 then
     return false
   end

@@ -176,7 +176,7 @@ local function load_record(path)
   local json = require('tp.json')
   local fs = require('tp.fs')
   if not fs.exists(path) then
-    return nil, 'no record'
+    return nil, path .. ': no record (the run left none)'
   end
   local rec, err = json.load_file(path)
   if not rec then
@@ -189,8 +189,8 @@ end
 -- held from the launch on), else x the sum of its step times.
 local function gpu_seconds_of(rec, gpus)
   local src = rec.source or {}
-  local history = require('tp.history')
-  local a, b = history.parse_time(src.started_at), history.parse_time(src.finished_at)
+  local times = require('tp.parse.time')
+  local a, b = times.parse(src.started_at), times.parse(src.finished_at)
   if a and b and b >= a then
     return gpus * (b - a)
   end

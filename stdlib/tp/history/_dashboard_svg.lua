@@ -162,6 +162,4 @@ function M.chart(chart)
   return table.concat(out, '\n')
 end
 
-M.WIDTH, M.HEIGHT = W, H
-
 return M

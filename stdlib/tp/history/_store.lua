@@ -16,10 +16,6 @@ for _, m in ipairs(M.METRICS) do
   IS_METRIC[m] = true
 end
 
---- The series' describing columns, in key order.
-M.KEY_PARTS = { 'platform', 'gpu', 'framework', 'framework_version', 'model', 'config_hash',
-  'methodology' }
-
 -- The column types that differ between the backends.
 local TYPES = {
   sqlite = { id = 'INTEGER PRIMARY KEY', real = 'REAL' },
