@@ -158,17 +158,19 @@ os.exit(s.exit_code)
   end
 
   it('stops the run with SIGTERM once converged: a success, never run again', function()
-    local rec, events, signals = campaign_run(h.tmpdir(), 2000, '{ ci = 0.01 }')
+    -- 20000 lines planned (50 s at 400 lines/s): a supervisor slowed by a loaded machine still
+    -- decides long before the trainer could end by itself (the stop comes after a few hundred).
+    local rec, events, signals = campaign_run(h.tmpdir(), 20000, '{ ci = 0.01 }')
     assert.are.equal('completed', rec.status)
     assert.are.equal('converged_ci', rec.stopped_by)
     assert.are.equal('SIGTERM\n', signals)
     assert.are.equal(143, rec.campaign.exit.code)
     local s = rec.stopping
     assert.is_true(s.converged)
-    assert.are.equal(2000, s.iterations_planned)
+    assert.are.equal(20000, s.iterations_planned)
     assert.are.equal(rec.iterations[#rec.iterations], s.iterations_done)
-    assert.are.equal(2000 - s.iterations_done, s.iterations_saved)
-    assert.is_true(s.iterations_saved > 1000, tostring(s.iterations_saved))
+    assert.are.equal(20000 - s.iterations_done, s.iterations_saved)
+    assert.is_true(s.iterations_saved > 10000, tostring(s.iterations_saved))
     assert.is_true(s.ci.relative_half_width <= 0.01 and s.ci.lo <= 0.02 and 0.02 <= s.ci.hi)
     -- One start, no retry, though the campaign retries failures up to 3 times.
     assert.are.equal(1, events.started)
