@@ -1,14 +1,100 @@
 // The PostgreSQL backend: connects with libpq from a URL, runs statements with text parameters
 // typed by the value's kind, types result values by their column's type OID and keeps every
-// password out of its messages.
+// password out of its messages. libpq is loaded with dlopen on the first connection: its
+// dependencies (Kerberos, LDAP, GnuTLS...) cost every tplua start about 3 ms when linked.
 #include "db_pg.h"
 
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+// The libpq functions used, resolved from libpq.so.5 (prototypes from libpq-fe.h).
+#define PQ_FUNCS(X)                                                                                \
+  X(PQconnectdbParams)                                                                             \
+  X(PQstatus)                                                                                      \
+  X(PQpass)                                                                                        \
+  X(PQerrorMessage)                                                                                \
+  X(PQconnectionNeedsPassword)                                                                     \
+  X(PQsetNoticeProcessor)                                                                          \
+  X(PQfinish)                                                                                      \
+  X(PQexec)                                                                                        \
+  X(PQexecParams)                                                                                  \
+  X(PQresultStatus)                                                                                \
+  X(PQresultErrorMessage)                                                                          \
+  X(PQresultErrorField)                                                                            \
+  X(PQclear)                                                                                       \
+  X(PQntuples)                                                                                     \
+  X(PQnfields)                                                                                     \
+  X(PQfname)                                                                                       \
+  X(PQftype)                                                                                       \
+  X(PQgetvalue)                                                                                    \
+  X(PQgetlength)                                                                                   \
+  X(PQgetisnull)                                                                                   \
+  X(PQcmdTuples)                                                                                   \
+  X(PQcmdStatus)
+
+typedef struct PqApi {
+#define PQ_MEMBER(f) __typeof__(f) *f;
+  PQ_FUNCS(PQ_MEMBER)
+#undef PQ_MEMBER
+} PqApi;
+
+// Loaded once per process (the dynamic linker's own state is per process too).
+static PqApi pq;
+static pthread_once_t pq_once = PTHREAD_ONCE_INIT;
+static char pq_failure[200];  // "" once loaded
+
+static void pq_load_once(void) {
+  void *h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    snprintf(pq_failure, sizeof pq_failure, "libpq.so.5 cannot be loaded (%s): install libpq5",
+             e ? e : "not found");
+    return;
+  }
+#define PQ_RESOLVE(f)                                                                              \
+  if (!pq_failure[0] && !(*(void **)&pq.f = dlsym(h, #f))) {                                       \
+    snprintf(pq_failure, sizeof pq_failure, "libpq.so.5 has no %s", #f);                           \
+  }
+  PQ_FUNCS(PQ_RESOLVE)
+#undef PQ_RESOLVE
+}
+
+// 0 when libpq is loaded, else TP_EDB with `label` and the reason.
+static int pq_load(const char *label, TpError *err) {
+  pthread_once(&pq_once, pq_load_once);
+  return pq_failure[0] ? tp_error_set(err, TP_EDB, "%s: %s", label, pq_failure) : 0;
+}
+
+// The calls below go through the loaded table.
+#define PQ_CALL(f)                pq.f
+#define PQconnectdbParams         PQ_CALL(PQconnectdbParams)
+#define PQstatus                  PQ_CALL(PQstatus)
+#define PQpass                    PQ_CALL(PQpass)
+#define PQerrorMessage            PQ_CALL(PQerrorMessage)
+#define PQconnectionNeedsPassword PQ_CALL(PQconnectionNeedsPassword)
+#define PQsetNoticeProcessor      PQ_CALL(PQsetNoticeProcessor)
+#define PQfinish                  PQ_CALL(PQfinish)
+#define PQexec                    PQ_CALL(PQexec)
+#define PQexecParams              PQ_CALL(PQexecParams)
+#define PQresultStatus            PQ_CALL(PQresultStatus)
+#define PQresultErrorMessage      PQ_CALL(PQresultErrorMessage)
+#define PQresultErrorField        PQ_CALL(PQresultErrorField)
+#define PQclear                   PQ_CALL(PQclear)
+#define PQntuples                 PQ_CALL(PQntuples)
+#define PQnfields                 PQ_CALL(PQnfields)
+#define PQfname                   PQ_CALL(PQfname)
+#define PQftype                   PQ_CALL(PQftype)
+#define PQgetvalue                PQ_CALL(PQgetvalue)
+#define PQgetlength               PQ_CALL(PQgetlength)
+#define PQgetisnull               PQ_CALL(PQgetisnull)
+#define PQcmdTuples               PQ_CALL(PQcmdTuples)
+#define PQcmdStatus               PQ_CALL(PQcmdStatus)
 
 // Type OIDs (src/include/catalog/pg_type.dat; stable across releases).
 enum {
@@ -160,6 +246,10 @@ static void pg_free(Pg *g) {
 static int pg_open(const char *target, const TpDbOpenOpts *opts, const char *label, void **impl,
                    TpError *err) {
   *impl = NULL;
+  int lrc = pq_load(label, err);
+  if (lrc != 0) {
+    return lrc;
+  }
   Pg *g = calloc(1, sizeof *g);
   if (!g) {
     return tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
