@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace_cpu.h"
 #include "trace_nsys.h"
 #include "trace_read.h"
 #include "trace_rocprof.h"
@@ -50,7 +51,7 @@ static int read_from(TpTraceSrc *src, const char *label, const char *path, TpTra
       t->truncated = true;
       tp_trace_warn(t, "%s: the gzip stream ends early", label);
     }
-    if (tp_trace_finish(t) != 0) {
+    if (tp_trace_finish(t) != 0 || tp_trace_cpu_finish(t) != 0) {
       rc = tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
     }
   }
@@ -82,6 +83,7 @@ int tp_trace_read_mem(const char *label, const void *data, size_t n, TpTrace **o
 }
 
 void tp_trace_free(TpTrace *t) {
+  tp_trace_cpu_free(t);
   tp_trace_store_free(t);
 }
 
@@ -98,6 +100,26 @@ void tp_trace_categories(const TpTrace *t,
 static int cmp_op(const void *a, const void *b) {
   const TpTraceOp *x = a, *y = b;
   return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+// Sorts the ops by start time, once.
+static void sort_ops(TpTrace *t) {
+  TpTraceStore *pv = t->priv;
+  if (!pv->ops_sorted) {
+    if (t->nops > 1) {  // t->ops is NULL with no op
+      qsort(t->ops, t->nops, sizeof(TpTraceOp), cmp_op);
+    }
+    pv->ops_sorted = true;
+  }
+}
+
+int tp_trace_ops(TpTrace *t, const uint8_t *wanted, uint32_t step, TpTraceOps *out, TpError *err) {
+  sort_ops(t);
+  return tp_trace_cpu_ops(t, wanted, step, out, err);
+}
+
+void tp_trace_ops_free(TpTraceOps *o) {
+  tp_trace_cpu_ops_free(o);
 }
 
 typedef struct Edge {
@@ -370,13 +392,7 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
                           class_of[n] + 1u, nclasses);
     }
   }
-  TpTraceStore *pv = t->priv;
-  if (!pv->ops_sorted) {
-    if (t->nops > 1) {  // t->ops is NULL with no op
-      qsort(t->ops, t->nops, sizeof(TpTraceOp), cmp_op);
-    }
-    pv->ops_sorted = true;
-  }
+  sort_ops(t);
   out->nclasses = nclasses;
   out->name_count = calloc(t->nnames + 1, sizeof(uint64_t));
   out->name_sum = calloc(t->nnames + 1, sizeof(int64_t));

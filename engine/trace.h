@@ -41,3 +41,14 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
 
 /// Frees what tp_trace_breakdown allocated.
 void tp_trace_breakdown_free(TpTraceBreakdown *b);
+
+/// The op-level figures: for each CPU range key (t->keys), its calls and the GPU busy time under
+/// them, and the GPU ops it owns, over the ops linked to a CPU range in step `step` (an index into
+/// t->steps) or in every step (TP_TRACE_NO_STEP). `wanted[key id]` (t->nkeys entries) marks the
+/// keys that own the GPU ops under them: an op's owner is the innermost wanted range around it,
+/// else the range that launched it. Sorts the trace's ops by start time (the first call only).
+/// Returns 0 and fills *out (free with tp_trace_ops_free), or TP_ENOMEM.
+int tp_trace_ops(TpTrace *t, const uint8_t *wanted, uint32_t step, TpTraceOps *out, TpError *err);
+
+/// Frees what tp_trace_ops allocated.
+void tp_trace_ops_free(TpTraceOps *o);

@@ -395,7 +395,8 @@ static int read_launches(Db *d) {
       t->ignored++;
       continue;
     }
-    if (tp_trace_add_launch(t, (uint64_t)corr, start, end - start) != 0) {
+    if (tp_trace_add_launch(t, (uint64_t)corr, start, end - start, UINT64_MAX,
+                            TP_TRACE_NO_THREAD) != 0) {
       rc = tp_error_set(d->err, TP_ENOMEM, "%s: out of memory", d->label);
       break;
     }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace_cpu.h"
 #include "trace_read.h"
 #include "trace_store.h"
 
@@ -14,6 +15,7 @@ enum {
   MAX_DEPTH = 1000,    // nesting a skipped value may have
   MAX_NAME = 1 << 20,  // bytes of a kept string (a kernel name)
   MAX_META = 4 << 20,  // bytes of a top-level member kept as text
+  MAX_ARG = 64 << 10,  // bytes of a shape argument (Input Dims...) kept in an op's key
   MAX_NUMBER = 64,     // characters of a number that is read
   EV_EOF = 1,          // the data ended inside the JSON
   EV_ERR = 2,          // an error was set
@@ -36,10 +38,11 @@ typedef struct Parser {
   const unsigned char *chunk, *p, *end;
   uint64_t base;  // offset of chunk[0] in the uncompressed data
   int fail;       // EV_EOF or EV_ERR once failed
-  Str key, name, cat, coll, dtype, ph;
+  Str key, name, cat, coll, dtype, ph, id;
   TpBuf text;
-  TpBuf *capture;  // when set, every byte consumed is appended here (a meta member's text)
-  size_t capture_from;
+  TpBuf args[TP_TRACE_OP_ARGS];  // the event's shape arguments' JSON text
+  TpBuf *capture;                // when set, every byte consumed is appended here (a member's text)
+  size_t capture_from, capture_max;
   bool capture_over;
 } Parser;
 
@@ -58,7 +61,7 @@ static bool fail_at(Parser *x, int code, const char *why) {
 static void capture_flush(Parser *x) {
   if (x->capture && !x->capture_over) {
     size_t n = (size_t)(x->p - x->chunk) - x->capture_from;
-    if (x->capture->len + n > MAX_META) {
+    if (x->capture->len + n > x->capture_max) {
       x->capture_over = true;
     } else if (tp_buf_append(x->capture, x->chunk + x->capture_from, n) != 0) {
       x->capture_over = true;
@@ -671,8 +674,96 @@ typedef struct Event {
   int64_t ts, dur;
   uint64_t corr;
   int64_t stream, nelems, group;
-  bool has_coll, has_dtype;
+  bool has_coll, has_dtype, has_ext, has_pid, has_tid;
+  uint64_t ext;
+  uint64_t pid, tid;          // hashes of the pid and tid values' text
+  uint8_t has_arg, long_arg;  // bit i: shape argument i read / dropped for its length
 } Event;
+
+// The shape arguments kept in an op's key, in TP_TRACE_OP_ARGS order.
+static const char *const ARG_KEYS[TP_TRACE_OP_ARGS] = {"Input Dims", "Input type", "Input Strides",
+                                                       "Concrete Inputs"};
+
+// FNV-1a of a value's text (a thread's pid or tid).
+static uint64_t text_hash(const char *p, size_t n, uint64_t seed) {
+  uint64_t h = 1469598103934665603ULL ^ seed;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// Reads the value of a pid or tid member (a number or a string) as the hash of its text; other
+// kinds of value are skipped (*has stays false).
+static bool read_id(Parser *x, uint64_t seed, uint64_t *out, bool *has) {
+  int c = skip_ws(x);
+  if (c < 0) {
+    return false;
+  }
+  if (c == '"') {
+    if (!read_str(x, &x->id)) {
+      return false;
+    }
+    *out = text_hash(x->id.data, x->id.len, seed);
+    *has = true;
+    return true;
+  }
+  if (c == '-' || (c >= '0' && c <= '9')) {
+    char tok[MAX_NUMBER];
+    size_t len = 0;
+    if (!read_token(x, tok, sizeof(tok), &len)) {
+      return false;
+    }
+    if (len >= sizeof(tok)) {
+      return fail_at(x, TP_ELIMIT, "a number longer than 63 characters");
+    }
+    if (!is_number(tok, len)) {
+      return fail_at(x, TP_EPARSE, "not a JSON value");
+    }
+    *out = text_hash(tok, len, seed);
+    *has = true;
+    return true;
+  }
+  return skip_value(x);
+}
+
+// Removes the whitespace outside strings from a JSON text, in place: the same value written on
+// one line or on many gives one text.
+static void squeeze_json(TpBuf *b) {
+  size_t o = 0;
+  bool in_str = false, esc = false;
+  for (size_t i = 0; i < b->len; i++) {
+    char c = b->data[i];
+    if (in_str) {
+      in_str = esc || c != '"';
+      esc = !esc && c == '\\';
+    } else if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+      continue;
+    } else {
+      in_str = c == '"';
+    }
+    b->data[o++] = c;
+  }
+  b->len = o;
+}
+
+// Reads a value keeping its JSON text in `dst` (up to `max` bytes; *over when longer).
+static bool capture_value(Parser *x, TpBuf *dst, size_t max, bool *over) {
+  if (skip_ws(x) < 0) {
+    return false;
+  }
+  dst->len = 0;
+  x->capture = dst;
+  x->capture_over = false;
+  x->capture_max = max;
+  x->capture_from = (size_t)(x->p - x->chunk);
+  bool ok = skip_value(x);
+  capture_flush(x);
+  x->capture = NULL;
+  *over = x->capture_over;
+  return ok;
+}
 
 static bool read_number_field(Parser *x, char *tok, size_t *len, bool *is_num) {
   int c = skip_ws(x);
@@ -776,8 +867,28 @@ static bool read_args(Parser *x, Event *ev) {
         return false;
       }
       ev->has_dtype = true;
-    } else if (!skip_value(x)) {
-      return false;
+    } else if (key_is(&x->key, "External id")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      ev->has_ext = num && to_u64(tok, len, &ev->ext);
+    } else {
+      int a = 0;
+      while (a < TP_TRACE_OP_ARGS && !key_is(&x->key, ARG_KEYS[a])) {
+        a++;
+      }
+      if (a < TP_TRACE_OP_ARGS) {
+        bool over = false;
+        if (!capture_value(x, &x->args[a], MAX_ARG, &over)) {
+          return false;
+        }
+        squeeze_json(&x->args[a]);
+        uint8_t bit = (uint8_t)(1u << a);
+        ev->has_arg = over ? (uint8_t)(ev->has_arg & ~bit) : (uint8_t)(ev->has_arg | bit);
+        ev->long_arg = over ? (uint8_t)(ev->long_arg | bit) : (uint8_t)(ev->long_arg & ~bit);
+      } else if (!skip_value(x)) {
+        return false;
+      }
     }
     int more = next_or_close(x, '}', "expected ',' or '}' in args");
     if (more < 0) {
@@ -791,6 +902,45 @@ static bool read_args(Parser *x, Event *ev) {
 
 static bool oom(Parser *x, int rc) {
   return rc == 0 ? true : fail_at(x, TP_ENOMEM, "out of memory");
+}
+
+// The thread of an event on the CPU, or TP_TRACE_NO_THREAD when it names none.
+static uint16_t thread_of(Parser *x, const Event *ev) {
+  if (!ev->has_tid) {
+    return TP_TRACE_NO_THREAD;
+  }
+  uint64_t h = (ev->has_pid ? ev->pid : 0) * 1099511628211ULL ^ ev->tid;
+  return tp_trace_cpu_thread(x->t, h);
+}
+
+// Keeps a CPU range: an op with its shape arguments, an annotation, an nn.Module frame.
+static bool use_range(Parser *x, const Event *ev, TpTraceCpuKind kind, int64_t dur) {
+  TpTrace *t = x->t;
+  TpTraceCpuIn in = {
+      .kind = kind,
+      .name = x->name.data,
+      .name_len = x->name.len,
+      .ts = ev->ts,
+      .dur = dur,
+      .thread = thread_of(x, ev),
+      .has_ext = ev->has_ext,
+      .ext = ev->ext,
+  };
+  if (kind == TP_TRACE_CPU_OP) {
+    for (int a = 0; a < TP_TRACE_OP_ARGS; a++) {
+      if (ev->has_arg >> a & 1) {
+        in.arg[a] = x->args[a].len > 0 ? x->args[a].data : "";
+        in.arg_len[a] = x->args[a].len;
+      }
+    }
+    if (ev->long_arg) {
+      if (t->args_long++ == 0) {
+        tp_trace_warn(t, "%s: an op's shape argument over 64 KiB was left out of its key (%.*s)",
+                      t->path, (int)(x->name.len > 80 ? 80 : x->name.len), x->name.data);
+      }
+    }
+  }
+  return oom(x, tp_trace_cpu_add(t, &in));
 }
 
 // Acts on one parsed event.
@@ -837,13 +987,16 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
         .bytes =
             ev->nelems > 0 && esize > 0 && ev->nelems < INT64_MAX / esize ? ev->nelems * esize : 0,
         .group = ev->group,
+        .has_ext = ev->has_ext,
+        .ext = ev->ext,
     };
     return oom(x, tp_trace_add_op(t, &in));
   }
   if (buf_is_ci(&x->cat, "cuda_runtime") || buf_is_ci(&x->cat, "cuda_driver") ||
       buf_is_ci(&x->cat, "runtime")) {
     if (ev->corr != UINT64_MAX) {
-      return oom(x, tp_trace_add_launch(t, ev->corr, ev->ts, dur));
+      return oom(x, tp_trace_add_launch(t, ev->corr, ev->ts, dur,
+                                        ev->has_ext ? ev->ext : UINT64_MAX, thread_of(x, ev)));
     }
     t->ignored++;
     return true;
@@ -857,16 +1010,32 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
     return true;
   }
   int64_t number = 0;
+  bool used = false;
   switch (tp_trace_range_of(x->name.data, x->name.len, &number)) {
     case TP_TRACE_RANGE_STEP:
       return oom(x, tp_trace_add_step(t, number, ev->ts, dur));
     case TP_TRACE_RANGE_LOADER:
-      return oom(x, tp_trace_add_loader(t, ev->ts, dur));
+      if (!oom(x, tp_trace_add_loader(t, ev->ts, dur))) {
+        return false;
+      }
+      used = true;
+      break;
     case TP_TRACE_RANGE_BAD_STEP:
     case TP_TRACE_RANGE_OTHER:
       break;
   }
-  t->ignored++;
+  TpTraceCpuKind ckind = TP_TRACE_CPU_KINDS;
+  if (buf_is_ci(&x->cat, "cpu_op")) {
+    ckind = TP_TRACE_CPU_OP;
+  } else if (buf_is_ci(&x->cat, "user_annotation")) {
+    ckind = TP_TRACE_CPU_ANNOTATION;
+  } else if (buf_is_ci(&x->cat, "python_function") && starts_with(&x->name, "nn.Module: ")) {
+    ckind = TP_TRACE_CPU_MODULE;
+  }
+  if (ckind != TP_TRACE_CPU_KINDS) {
+    return use_range(x, ev, ckind, dur);
+  }
+  t->ignored += !used;
   return true;
 }
 
@@ -891,7 +1060,15 @@ static bool read_event(Parser *x) {
     char tok[MAX_NUMBER];
     size_t len = 0;
     bool num = false;
-    if (key_is(&x->key, "ph")) {
+    if (key_is(&x->key, "pid")) {
+      if (!read_id(x, 1, &ev.pid, &ev.has_pid)) {
+        return false;
+      }
+    } else if (key_is(&x->key, "tid")) {
+      if (!read_id(x, 2, &ev.tid, &ev.has_tid)) {
+        return false;
+      }
+    } else if (key_is(&x->key, "ph")) {
       str_clear(&x->ph);
       if (!read_str_or_skip(x, &x->ph)) {
         return false;
@@ -978,6 +1155,7 @@ static bool keep_member(Parser *x) {
   x->text.len = 0;
   x->capture = &x->text;
   x->capture_over = false;
+  x->capture_max = MAX_META;
   x->capture_from = (size_t)(x->p - x->chunk);
   bool ok = skip_value(x);
   capture_flush(x);
@@ -1040,7 +1218,7 @@ static bool read_top(Parser *x, bool *seen_events) {
 
 int tp_trace_parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
   Parser x = {.src = src, .t = t, .err = err};
-  Str *strs[] = {&x.key, &x.name, &x.cat, &x.coll, &x.dtype, &x.ph};
+  Str *strs[] = {&x.key, &x.name, &x.cat, &x.coll, &x.dtype, &x.ph, &x.id};
   for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
     str_clear(strs[i]);
   }
@@ -1079,6 +1257,10 @@ int tp_trace_parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
   tp_buf_free(&x.coll.buf);
   tp_buf_free(&x.dtype.buf);
   tp_buf_free(&x.ph.buf);
+  tp_buf_free(&x.id.buf);
   tp_buf_free(&x.text);
+  for (int a = 0; a < TP_TRACE_OP_ARGS; a++) {
+    tp_buf_free(&x.args[a]);
+  }
   return rc;
 }

@@ -491,7 +491,7 @@ static int use_row(Csv *x) {
       bad_row(x, "Correlation_Id", "empty");
       return 0;
     }
-    if (tp_trace_add_launch(t, corr, start, end - start) != 0) {
+    if (tp_trace_add_launch(t, corr, start, end - start, UINT64_MAX, TP_TRACE_NO_THREAD) != 0) {
       return fail(x, TP_ENOMEM, "out of memory");
     }
     return 0;

@@ -61,6 +61,10 @@ static size_t arena_put(TpTrace *t, const char *p, size_t n) {
   return at;
 }
 
+size_t tp_trace_store_put(TpTrace *t, const char *p, size_t n) {
+  return arena_put(t, p, n);
+}
+
 TpTrace *tp_trace_new(const char *path) {
   TpTrace *t = calloc(1, sizeof(*t));
   TpTraceStore *pv = calloc(1, sizeof(*pv));
@@ -93,6 +97,7 @@ void tp_trace_store_free(TpTrace *t) {
   free(t->names);
   free(t->steps);
   free(t->meta);
+  free(t->keys);
   free(t);
 }
 
@@ -191,6 +196,8 @@ int tp_trace_add_op(TpTrace *t, const TpTraceOpIn *in) {
   op->name = id;
   op->corr = in->corr < UINT32_MAX ? (uint32_t)in->corr : UINT32_MAX;
   op->step = TP_TRACE_NO_STEP;
+  // Until tp_trace_cpu_finish links it: the op's own External id.
+  op->cpu = in->has_ext && in->ext < TP_TRACE_NO_EXT ? (uint32_t)in->ext : TP_TRACE_NO_CPU;
   op->stream = (int16_t)(in->stream > INT16_MAX   ? INT16_MAX
                          : in->stream < INT16_MIN ? INT16_MIN
                                                   : in->stream);
@@ -224,7 +231,8 @@ int64_t tp_trace_store_op_dur(const TpTrace *t, size_t i) {
   return op->dur;
 }
 
-int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur) {
+int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur, uint64_t ext,
+                        uint16_t thread) {
   TpTraceStore *pv = t->priv;
   if (corr >= UINT32_MAX) {
     return 0;  // no op can name it (ops keep 32-bit correlations)
@@ -236,6 +244,8 @@ int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur) {
   l->corr = (uint32_t)corr;
   l->ts = ts;
   l->dur = dur < 0 ? 0 : dur > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)dur;
+  l->ext = ext < TP_TRACE_NO_EXT ? (uint32_t)ext : TP_TRACE_NO_EXT;
+  l->thread = thread;
   t->launches++;
   return 0;
 }

@@ -20,11 +20,19 @@ static inline int64_t tp_trace_add_capped(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
 }
 
+/// No thread: a launch whose CPU thread is unknown.
+#define TP_TRACE_NO_THREAD UINT16_MAX
+
+/// No External id (or one that does not fit 32 bits: nothing can be linked through it).
+#define TP_TRACE_NO_EXT UINT32_MAX
+
 /// A runtime call that launched a GPU op (the op has the same args.correlation).
 typedef struct TpTraceLaunch {
-  uint32_t corr;
-  uint32_t dur;  ///< ns, at most UINT32_MAX (only its end is used: a launch is never that long)
   int64_t ts;
+  uint32_t corr;
+  uint32_t dur;     ///< ns, at most UINT32_MAX (only its end is used: a launch is never that long)
+  uint32_t ext;     ///< args "External id": the CPU op it ran in, or TP_TRACE_NO_EXT
+  uint16_t thread;  ///< its CPU thread (trace_cpu.h), or TP_TRACE_NO_THREAD
 } TpTraceLaunch;
 
 /// A CPU interval (the dataloader's events).
@@ -44,6 +52,8 @@ typedef struct TpTraceOpIn {
   size_t coll_len;
   int64_t bytes;  ///< collective message bytes, 0 when unknown
   int64_t group;  ///< args "Group size", 0 when unknown
+  bool has_ext;   ///< args "External id" present
+  uint64_t ext;
 } TpTraceOpIn;
 
 /// What a CPU range is by its name, as the PyTorch profiler names them: a profiler step
@@ -63,8 +73,10 @@ TpTraceRange tp_trace_range_of(const char *name, size_t len, int64_t *number);
 TpTrace *tp_trace_new(const char *path);
 /// Adds a GPU op; returns 0 or TP_ENOMEM.
 int tp_trace_add_op(TpTrace *t, const TpTraceOpIn *op);
-/// Adds a launch; returns 0 or TP_ENOMEM.
-int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur);
+/// Adds a launch (`ext` UINT64_MAX: no External id; `thread` TP_TRACE_NO_THREAD: unknown);
+/// returns 0 or TP_ENOMEM.
+int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur, uint64_t ext,
+                        uint16_t thread);
 /// Adds a ProfilerStep; returns 0 or TP_ENOMEM.
 int tp_trace_add_step(TpTrace *t, int64_t number, int64_t ts, int64_t dur);
 /// Adds a dataloader interval; returns 0 or TP_ENOMEM.
@@ -73,6 +85,8 @@ int tp_trace_add_loader(TpTrace *t, int64_t ts, int64_t dur);
 int tp_trace_count_cat(TpTrace *t, const char *cat, size_t len);
 /// Keeps a top-level member's key and JSON text; returns 0 or TP_ENOMEM.
 int tp_trace_add_meta(TpTrace *t, const char *key, size_t key_len, const char *text, size_t len);
+/// Copies n bytes and a NUL into the arena; returns their offset, or SIZE_MAX when out of memory.
+size_t tp_trace_store_put(TpTrace *t, const char *p, size_t n);
 /// Records a warning (the first one is kept whole; the rest are counted).
 void tp_trace_warn(TpTrace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /// After reading: sorts the launches and steps, gives each op its step, the steps their
@@ -103,6 +117,7 @@ typedef struct TpTraceStore {
   TpTraceCat cats[TP_TRACE_CAT_SLOTS];
   uint64_t other_cats;
   bool ops_sorted;
+  struct TpTraceCpuStore *cpu;  ///< the CPU ranges (trace_cpu.c; freed by tp_trace_cpu_free)
 } TpTraceStore;
 
 /// Frees a trace and its store (NULL is fine).

@@ -27,6 +27,74 @@ typedef enum TpTraceClassKind {
 /// No step (an op with no launch, or launched outside every profiler step).
 #define TP_TRACE_NO_STEP UINT32_MAX
 
+/// No CPU range (an op whose launch is missing or names no CPU op the trace holds).
+#define TP_TRACE_NO_CPU UINT32_MAX
+
+/// The shape arguments of a CPU op kept in its key, in this order: "Input Dims", "Input type",
+/// "Input Strides", "Concrete Inputs".
+#define TP_TRACE_OP_ARGS 4
+
+/// What a kept CPU range is, from its event category and name.
+typedef enum TpTraceCpuKind {
+  TP_TRACE_CPU_OP,          ///< cat "cpu_op": an operator (aten::mm, autograd::engine::...)
+  TP_TRACE_CPU_ANNOTATION,  ///< cat "user_annotation" other than ProfilerStep#N
+  TP_TRACE_CPU_MODULE,      ///< cat "python_function" named "nn.Module: ..."
+  TP_TRACE_CPU_KINDS,
+} TpTraceCpuKind;
+
+/// The phase of training a CPU range runs in, from the ranges around it.
+enum {
+  TP_TRACE_PHASE_FWD,  ///< neither of the others
+  TP_TRACE_PHASE_BWD,  ///< under the autograd engine (autograd::engine::evaluate_function: ...)
+  TP_TRACE_PHASE_OPT,  ///< under an optimizer step (Optimizer.step#..., Optimizer.zero_grad#...)
+  TP_TRACE_PHASES,
+};
+
+/// One distinct CPU range: an op with its shape arguments (the op key), an annotation or an
+/// nn.Module frame. Its texts lie in the arena, NUL-terminated, one after the other: the name,
+/// then each argument present (its JSON text as the trace has it).
+typedef struct TpTraceOpKey {
+  size_t at;                           ///< the name's offset in the arena
+  uint32_t len[1 + TP_TRACE_OP_ARGS];  ///< lengths of the name and of each argument
+  uint8_t has;                         ///< bit i: argument i present
+  uint8_t kind;                        ///< TpTraceCpuKind
+  uint8_t phase;                       ///< the TP_TRACE_PHASE_* its name starts, or FWD
+  uint64_t count;                      ///< ranges with this key
+} TpTraceOpKey;
+
+/// One key's figures over the GPU ops under its ranges (tp_trace_ops). Times in ns.
+typedef struct TpTraceOpStat {
+  uint64_t calls;    ///< ranges with at least one GPU op under them
+  uint64_t ops;      ///< GPU ops under them, over all calls
+  int64_t time;      ///< GPU busy time per call (the union of its ops), summed over calls
+  int64_t min, max;  ///< smallest and largest busy time of a call
+  double time_sq;    ///< sum over calls of the squared busy time (ns^2)
+  double inv;        ///< sum over calls of 1 / busy time (1/ns)
+  int64_t own;       ///< durations of the GPU ops it owns (each op has one owner: docs/trace.md)
+  uint64_t own_ops;  ///< GPU ops it owns
+  uint64_t phase[TP_TRACE_PHASES];   ///< calls per phase
+  int64_t kind_sum[TP_TRACE_KINDS];  ///< durations of the GPU ops under its calls, per kind
+  uint32_t module;  ///< key id + 1 of the innermost nn.Module frame around its first owned op, or 0
+  uint32_t module_parent;  ///< key id + 1 of that frame's enclosing nn.Module frame, or 0
+} TpTraceOpStat;
+
+/// GPU ops of one name owned by one key.
+typedef struct TpTraceOpKernel {
+  uint32_t key, name;
+  uint64_t count;
+  int64_t total;  ///< ns
+} TpTraceOpKernel;
+
+/// The result of tp_trace_ops.
+typedef struct TpTraceOps {
+  TpTraceOpStat *stats;  ///< one per key (t->nkeys)
+  size_t nstats;
+  TpTraceOpKernel *kernels;  ///< (owner key, op name) pairs, in no particular order
+  size_t nkernels;
+  uint64_t linked;    ///< GPU ops counted (linked to a CPU range, in the step asked for)
+  uint64_t unlinked;  ///< GPU ops of that step with no CPU range
+} TpTraceOps;
+
 /// One GPU op (kernel, memcpy, memset). Times in nanoseconds.
 typedef struct TpTraceOp {
   int64_t ts;
@@ -34,6 +102,7 @@ typedef struct TpTraceOp {
   uint32_t name;  ///< name id (0-based)
   uint32_t corr;  ///< args.correlation, or UINT32_MAX when absent or out of range
   uint32_t step;  ///< index into the steps, or TP_TRACE_NO_STEP
+  uint32_t cpu;   ///< the CPU range that launched it (trace_cpu.h), or TP_TRACE_NO_CPU
   int16_t stream;
   uint8_t kind;  ///< TpTraceKind
   uint8_t pad;   ///< 1: `dur` indexes the long durations (use tp_trace_op_dur)
@@ -78,6 +147,8 @@ typedef struct TpTrace {
   size_t nsteps, steps_cap;
   TpTraceMeta *meta;
   size_t nmeta, meta_cap;
+  TpTraceOpKey *keys;  ///< CPU ranges' keys, by key id (trace_cpu.h)
+  size_t nkeys, keys_cap;
   // counts of what was read
   uint64_t bytes;       ///< uncompressed bytes read
   uint64_t events;      ///< elements of traceEvents
@@ -86,6 +157,10 @@ typedef struct TpTrace {
   uint64_t ignored;     ///< events not used (other phases and categories)
   uint64_t bad;         ///< events skipped for a bad field (see warnings)
   uint64_t unassigned;  ///< GPU ops in no step
+  uint64_t cpu_ranges;  ///< CPU ranges kept (cpu_op, user_annotation, nn.Module frames)
+  uint64_t linked;      ///< GPU ops linked to the CPU range that launched them
+  uint64_t unordered;   ///< CPU ranges that start before an earlier one on their thread
+  uint64_t args_long;   ///< shape arguments over 64 KiB, left out of their op's key
   bool compressed, truncated;
   bool stepless;          ///< no ProfilerStep in the trace: one step (number 0) holds every op
   int64_t gpu_step_last;  ///< start of the latest ProfilerStep on the GPU timeline, or INT64_MIN

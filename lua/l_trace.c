@@ -65,6 +65,11 @@ static int t_info(lua_State *L) {
   set_int(L, "bad", (lua_Integer)t->bad);
   set_int(L, "unassigned", (lua_Integer)t->unassigned);
   set_int(L, "steps", t->stepless ? 0 : (lua_Integer)t->nsteps);
+  set_int(L, "cpu_ranges", (lua_Integer)t->cpu_ranges);
+  set_int(L, "op_keys", (lua_Integer)t->nkeys);
+  set_int(L, "linked", (lua_Integer)t->linked);
+  set_int(L, "unordered", (lua_Integer)t->unordered);
+  set_int(L, "args_long", (lua_Integer)t->args_long);
   lua_pushboolean(L, t->compressed);
   lua_setfield(L, -2, "compressed");
   lua_pushboolean(L, t->truncated);
@@ -261,6 +266,145 @@ static int t_breakdown(lua_State *L) {
   return 1;
 }
 
+static const char *const cpu_kinds[] = {"op", "annotation", "module"};
+static const char *const arg_fields[TP_TRACE_OP_ARGS] = {"dims", "types", "strides", "concrete"};
+static const char *const phase_names[TP_TRACE_PHASES] = {"forward", "backward", "optimizer"};
+
+// trace:op_keys() -> { { name, kind, count, dims?, types?, strides?, concrete? }, ... } (by key
+// id; the shape arguments as the JSON text the trace has)
+static int t_op_keys(lua_State *L) {
+  TpTrace *t = check_trace(L);
+  luaL_checkstack(L, 4, NULL);
+  lua_createtable(L, (int)(t->nkeys > INT32_MAX ? INT32_MAX : t->nkeys), 0);
+  for (size_t i = 0; i < t->nkeys; i++) {
+    const TpTraceOpKey *k = &t->keys[i];
+    lua_createtable(L, 0, 8);
+    lua_pushlstring(L, t->arena + k->at, k->len[0]);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, cpu_kinds[k->kind]);
+    lua_setfield(L, -2, "kind");
+    set_int(L, "count", (lua_Integer)k->count);
+    if (k->phase != TP_TRACE_PHASE_FWD) {
+      lua_pushstring(L, phase_names[k->phase]);
+      lua_setfield(L, -2, "phase");
+    }
+    size_t at = k->at + k->len[0] + 1;
+    for (int a = 0; a < TP_TRACE_OP_ARGS; a++) {
+      if (k->has >> a & 1) {
+        lua_pushlstring(L, t->arena + at, k->len[a + 1]);
+        lua_setfield(L, -2, arg_fields[a]);
+        at += k->len[a + 1] + 1;
+      }
+    }
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+typedef struct OpsScratch {
+  TpTraceOps o;
+  bool used;
+} OpsScratch;
+
+static int ops_scratch_gc(lua_State *L) {
+  OpsScratch *s = lua_touserdata(L, 1);
+  if (s->used) {
+    tp_trace_ops_free(&s->o);
+    s->used = false;
+  }
+  return 0;
+}
+
+// trace:ops(wanted[, step]) -> { stats = { [key id] = {...} }, kernels = { {...}, ... },
+// linked, unlinked } | nil, err, code. wanted: one boolean per key; step: a profiler step number
+// (ProfilerStep#N), nil for every step.
+static int t_ops(lua_State *L) {
+  TpTrace *t = check_trace(L);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_argcheck(L, (size_t)luaL_len(L, 2) == t->nkeys, 2, "one boolean per op key");
+  uint32_t step = TP_TRACE_NO_STEP;
+  if (!lua_isnoneornil(L, 3)) {
+    lua_Integer number = luaL_checkinteger(L, 3);
+    for (size_t i = 0; i < t->nsteps; i++) {
+      if (t->steps[i].number == number) {
+        step = (uint32_t)i;
+        break;
+      }
+    }
+    luaL_argcheck(L, step != TP_TRACE_NO_STEP, 3, "no such profiler step");
+  }
+  OpsScratch *s = lua_newuserdatauv(L, sizeof(OpsScratch), 0);  // [.., scratch]
+  memset(s, 0, sizeof(*s));
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, ops_scratch_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  uint8_t *wanted = lua_newuserdatauv(L, t->nkeys + 1, 0);  // [.., scratch, wanted]
+  for (size_t i = 0; i < t->nkeys; i++) {
+    lua_rawgeti(L, 2, (lua_Integer)i + 1);
+    wanted[i] = (uint8_t)lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  TpError err = {0};
+  if (tp_trace_ops(t, wanted, step, &s->o, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  s->used = true;
+  const TpTraceOps *o = &s->o;
+  lua_createtable(L, 0, 4);  // [.., result]
+  set_int(L, "linked", (lua_Integer)o->linked);
+  set_int(L, "unlinked", (lua_Integer)o->unlinked);
+  lua_newtable(L);  // [.., result, stats]
+  for (size_t i = 0; i < o->nstats; i++) {
+    const TpTraceOpStat *st = &o->stats[i];
+    if (st->calls == 0 && st->own_ops == 0) {
+      continue;
+    }
+    lua_createtable(L, 0, 14);
+    set_int(L, "calls", (lua_Integer)st->calls);
+    set_int(L, "ops", (lua_Integer)st->ops);
+    set_int(L, "time", st->time);
+    set_int(L, "min", st->min);
+    set_int(L, "max", st->max);
+    lua_pushnumber(L, st->time_sq);
+    lua_setfield(L, -2, "time_sq");
+    lua_pushnumber(L, st->inv);
+    lua_setfield(L, -2, "inv");
+    set_int(L, "own", st->own);
+    set_int(L, "own_ops", (lua_Integer)st->own_ops);
+    for (int p = 0; p < TP_TRACE_PHASES; p++) {
+      set_int(L, phase_names[p], (lua_Integer)st->phase[p]);
+    }
+    for (int k = 0; k < TP_TRACE_KINDS; k++) {
+      lua_pushfstring(L, "%s_sum", tp_trace_kind_names[k]);  // [.., stat, key]
+      lua_pushinteger(L, st->kind_sum[k]);
+      lua_rawset(L, -3);
+    }
+    if (st->module) {
+      set_int(L, "module", (lua_Integer)st->module);
+    }
+    if (st->module_parent) {
+      set_int(L, "module_parent", (lua_Integer)st->module_parent);
+    }
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "stats");
+  lua_createtable(L, (int)(o->nkernels > INT32_MAX ? INT32_MAX : o->nkernels), 0);
+  for (size_t i = 0; i < o->nkernels; i++) {
+    const TpTraceOpKernel *k = &o->kernels[i];
+    lua_createtable(L, 0, 4);
+    set_int(L, "key", (lua_Integer)k->key + 1);
+    set_int(L, "name", (lua_Integer)k->name + 1);
+    set_int(L, "count", (lua_Integer)k->count);
+    set_int(L, "total", k->total);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "kernels");
+  tp_trace_ops_free(&s->o);
+  s->used = false;
+  return 1;
+}
+
 // trace:close() / __gc / __close: frees the trace; idempotent.
 static int t_close(lua_State *L) {
   Box *b = luaL_checkudata(L, 1, TRACE_MT);
@@ -283,8 +427,8 @@ static int t_tostring(lua_State *L) {
 int luaopen_tp__trace(lua_State *L);
 int luaopen_tp__trace(lua_State *L) {
   static const luaL_Reg methods[] = {
-      {"breakdown", t_breakdown}, {"close", t_close}, {"info", t_info},
-      {"names", t_names},         {"steps", t_steps}, {NULL, NULL},
+      {"breakdown", t_breakdown}, {"close", t_close}, {"info", t_info},   {"names", t_names},
+      {"op_keys", t_op_keys},     {"ops", t_ops},     {"steps", t_steps}, {NULL, NULL},
   };
   static const luaL_Reg meta[] = {
       {"__close", t_close},

@@ -275,8 +275,10 @@ static void check_hand_read(const TpTrace *t, const char *what) {
   CHECK_INT(t->nnames, 7);
   CHECK_INT(t->launches, 8);
   CHECK_INT(t->flows, 2);
-  // aten::mm, cudaDeviceSynchronize (no correlation), the GPU's ProfilerStep#2, i, M, Q
-  CHECK_INT(t->ignored, 6);
+  // cudaDeviceSynchronize (no correlation), the GPU's ProfilerStep#2, i, M, Q; aten::mm and the
+  // dataloader's annotation are CPU ranges
+  CHECK_INT(t->ignored, 5);
+  CHECK_INT(t->cpu_ranges, 2);
   CHECK_INT(t->bad, 0);
   CHECK_INT(t->unassigned, 2);  // orphan (no launch), late (launched before step 1)
   CHECK_INT(t->nsteps, 2);
@@ -1212,7 +1214,8 @@ static void test_stepless(void) {
   CHECK_INT(t->nsteps, 1);
   CHECK_INT(t->nops, 2);
   CHECK_INT(t->unassigned, 0);
-  CHECK_INT(t->ignored, 1);  // "ProfilerStep#x" has no number
+  CHECK_INT(t->ignored, 0);     // "ProfilerStep#x" has no number: an annotation, not a step
+  CHECK_INT(t->cpu_ranges, 2);  // it and the dataloader's annotation
   if (t->nsteps == 1) {
     CHECK_INT(t->steps[0].number, 0);
     CHECK_INT(t->steps[0].ops, 2);

@@ -3,6 +3,8 @@
 // accepted trace must be consistent (names, steps, counts), and its breakdown, with name id % 3
 // picking the class (compute, communication, memory), must fill each window exactly: the
 // classes' exclusive time plus idle is the window. A second breakdown gives the same figures.
+// The CPU side: op keys within the arena, and the op figures (key id % 2 wanted) consistent:
+// each linked GPU op has one owner, calls have ops, per-call times in order; twice the same.
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +66,74 @@ static void check_breakdown(const TpTrace *t, const TpTraceBreakdown *b) {
     assigned += b->name_count[i];
   }
   REQUIRE(assigned == t->nops - t->unassigned);
+}
+
+static void check_ops(const TpTrace *t, const TpTraceOps *o, uint32_t step) {
+  REQUIRE(o->nstats == t->nkeys);
+  uint64_t in_step = 0, linked = 0, owned = 0;
+  int64_t dur = 0, own = 0;
+  for (size_t i = 0; i < t->nops; i++) {
+    if (step == TP_TRACE_NO_STEP || t->ops[i].step == step) {
+      in_step++;
+      if (t->ops[i].cpu != TP_TRACE_NO_CPU) {
+        linked++;
+        dur += tp_trace_op_dur(t, i);
+      }
+    }
+  }
+  REQUIRE(o->linked == linked && o->linked + o->unlinked == in_step);
+  for (size_t k = 0; k < o->nstats; k++) {
+    const TpTraceOpStat *st = &o->stats[k];
+    REQUIRE(st->ops >= st->calls && st->time >= 0 && st->own >= 0);
+    REQUIRE(st->calls == 0 || (st->min >= 0 && st->min <= st->max && st->max <= st->time));
+    REQUIRE(st->phase[0] + st->phase[1] + st->phase[2] == st->calls);
+    REQUIRE(st->module <= t->nkeys && st->module_parent <= t->nkeys);
+    owned += st->own_ops;
+    own += st->own;
+  }
+  REQUIRE(owned == linked);
+  REQUIRE(own == dur || dur < 0 || own == INT64_MAX);
+  uint64_t pairs = 0;
+  for (size_t i = 0; i < o->nkernels; i++) {
+    REQUIRE(o->kernels[i].key < t->nkeys && o->kernels[i].name < t->nnames);
+    REQUIRE(o->kernels[i].count > 0);
+    pairs += o->kernels[i].count;
+  }
+  REQUIRE(pairs == linked);
+}
+
+static void check_cpu(TpTrace *t) {
+  REQUIRE(t->linked <= t->nops);
+  for (size_t k = 0; k < t->nkeys; k++) {
+    const TpTraceOpKey *key = &t->keys[k];
+    size_t end = key->at + key->len[0] + 1;
+    for (int a = 0; a < TP_TRACE_OP_ARGS; a++) {
+      if (key->has >> a & 1) {
+        end += key->len[a + 1] + 1;
+      }
+    }
+    REQUIRE(end <= t->arena_len && key->kind < TP_TRACE_CPU_KINDS && key->count > 0);
+    REQUIRE(key->phase < TP_TRACE_PHASES);
+  }
+  uint8_t *wanted = malloc(t->nkeys + 1);
+  for (size_t k = 0; k < t->nkeys; k++) {
+    wanted[k] = (uint8_t)(k % 2);
+  }
+  TpError err = {0};
+  TpTraceOps o, again;
+  REQUIRE(tp_trace_ops(t, wanted, TP_TRACE_NO_STEP, &o, &err) == 0);
+  check_ops(t, &o, TP_TRACE_NO_STEP);
+  REQUIRE(tp_trace_ops(t, wanted, TP_TRACE_NO_STEP, &again, &err) == 0);
+  REQUIRE(o.nkernels == again.nkernels);
+  REQUIRE(memcmp(o.stats, again.stats, o.nstats * sizeof(TpTraceOpStat)) == 0);
+  tp_trace_ops_free(&o);
+  tp_trace_ops_free(&again);
+  if (t->nsteps > 0) {
+    REQUIRE(tp_trace_ops(t, wanted, 0, &o, &err) == 0);
+    check_ops(t, &o, 0);
+    tp_trace_ops_free(&o);
+  }
+  free(wanted);
 }
 
 static bool same_breakdown(const TpTraceBreakdown *a, const TpTraceBreakdown *b, size_t nnames) {
@@ -147,6 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tp_trace_breakdown_free(&b);
   tp_trace_breakdown_free(&again);
   free(class_of);
+  check_cpu(t);
   tp_trace_free(t);
   free(copy);
   return 0;
