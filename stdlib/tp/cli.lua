@@ -74,12 +74,36 @@ function M.parse(args, spec)
   return opts, rest
 end
 
---- Reports a usage error for command `name` and returns 2.
-function M.usage_error(name, msg, usage)
-  io.stderr:write(string.format('tplua %s: %s\n', name, msg))
-  if usage then
-    io.stderr:write(usage:gsub('\n*$', '\n'))
+--- The synopsis of a command's usage text: its first line and the indented lines that follow
+--- it (its other forms, its continued options), up to a blank or unindented line.
+function M.synopsis(usage)
+  local lines = {}
+  for line in (usage .. '\n'):gmatch('(.-)\n') do
+    if #lines == 0 then
+      if not line:match('^%s*$') then
+        lines[1] = line
+      end
+    elseif line:match('^%s+%S') then
+      lines[#lines + 1] = line
+    else
+      break
+    end
   end
+  return table.concat(lines, '\n')
+end
+
+--- Reports a usage error for command `name` and returns 2: the message, the synopsis of its
+--- usage and where the rest is, not the whole help.
+function M.usage_error(name, msg, usage)
+  local out = { string.format('tplua %s: %s', name, msg) }
+  if usage then
+    local syn = M.synopsis(usage)
+    if syn ~= '' then
+      out[#out + 1] = syn
+    end
+    out[#out + 1] = string.format("see 'tplua %s --help'", name:match('^%S+'))
+  end
+  io.stderr:write(table.concat(out, '\n'), '\n')
   return 2
 end
 
