@@ -125,7 +125,7 @@ describe('tplua repl DIR', function()
     assert.truthy(between(r.stdout, 8, 9):find('loss checks: 1 findings', 1, true))
     assert.truthy(between(r.stdout, 9, 10):find(
       "R:plot: unknown chart 'pie' (known: throughput, step_time, loss, memory, mfu, lr, "
-      .. 'profile)', 1, true))
+      .. 'profile, roofline)', 1, true))
   end)
 end)
 

@@ -266,8 +266,25 @@ describe('tplua report', function()
     end
     assert.truthy(sec:find('<a href="profile.png">PNG</a>', 1, true))
     assert.truthy(sec:find('<a href="profile.svg">SVG</a>', 1, true))
+    -- The ops of each platform against its GPU's limits, the verdicts, the roofline chart.
+    assert.truthy(sec:find('<h3>Ops of nvd against the limits of NVIDIA H100 80GB HBM3</h3>', 1,
+      true), sec)
+    assert.truthy(sec:find('<td>aten::mm</td>\n<td>[8944,1024] [1024,2816]</td>\n<td>bf16</td>',
+      1, true), sec)
+    assert.truthy(sec:find('<h3>The same ops on nvd and amd: hardware or software?</h3>', 1,
+      true), sec)
+    assert.truthy(sec:find('gemm: amd at %d+%% of its bf16 peak, nvd at %d+%%: software'), sec)
+    assert.truthy(sec:find('<a href="roofline.png">PNG</a>', 1, true), sec)
+    assert.truthy(sec:find('>nvd ops</text>', 1, true), sec)
+    assert.truthy(sec:find('>amd limit (bf16 1307 TFLOP/s, 5.30 TB/s)</text>', 1, true), sec)
+    local rw, rh = png_size(pout .. '/roofline.png')
+    assert.are.equal(900, rw)
+    assert.are.equal(500, rh)
+    if have_python() then
+      assert.is_nil(xml_errors({ pout .. '/roofline.svg' }))
+    end
     local _, psvg = dom:gsub('<svg ', '')
-    assert.are.equal(#PLOTS + 1, psvg)
+    assert.are.equal(#PLOTS + 2, psvg)
     local pshot = pout .. '/screenshot.png'
     local ps = chromium({ '--screenshot=' .. pshot, '--window-size=1280,2000' },
       'file://' .. pout .. '/report.html')
@@ -278,6 +295,27 @@ describe('tplua report', function()
     assert.truthy(md:find('| nvd | 1 | 34.892 | 8.6% | 91.0% | 0.4% |', 1, true), md)
     assert.truthy(md:find('| elementwise | 18.110 | 12.812 | -5.298 | 301% |', 1, true), md)
     assert.truthy(md:find('![Where the step time goes (profiler traces)](profile.png)', 1, true))
+    assert.truthy(md:find('| aten::mm | [8944,1024] [1024,2816] | bf16 | 48 | 4.055 | 610.7 |',
+      1, true), md)
+    assert.truthy(md:find("![Each op against its GPU's limits (roofline)](roofline.png)", 1,
+      true), md)
+    assert.is_nil(md:find('% of measured peak', 1, true))
+
+    -- With a peaks record of the H100: "% of measured peak" beside the datasheet's limit, for
+    -- the H100 side only, in the page as Chromium renders it.
+    local pk = h.tmpdir() .. '/peaks.json'
+    h.write(pk, '{"schema": "tplua.peaks/1", "device": "cuda", "gpu": "NVIDIA H100 80GB HBM3", '
+      .. '"tflops": {"bf16": 720.5}, "bandwidth_tbs": 2.95}')
+    local mout = h.tmpdir() .. '/measured'
+    r = h.run({ 'report', h.fixture('results/profiled'), '--out', mout, '--peaks', pk })
+    assert.are.equal(0, r.code, r.stderr)
+    local mdom = chromium({ '--dump-dom' }, 'file://' .. mout .. '/report.html')
+    assert.are.same({}, console_lines(mdom.stderr))
+    local msec = mdom.stdout:match('<h3>Ops of nvd.-</table>')
+    assert.truthy(msec and msec:find('>% of measured peak</th>', 1, true), msec)
+    local asec = mdom.stdout:match('<h3>Ops of amd.-</table>')
+    assert.truthy(asec and not asec:find('measured', 1, true), asec)
+    assert.truthy(h.read(mout .. '/report.md'):find('% of measured peak', 1, true))
   end)
 end)
 

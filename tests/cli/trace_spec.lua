@@ -39,9 +39,159 @@ describe('tplua trace', function()
     assert.is_truthy(r.stdout:find('time per class (step 6', 1, true))
     assert.is_truthy(r.stdout:find('\n  gemm ', 1, true))
     assert.is_truthy(r.stdout:find('\n  attention ', 1, true))
-    r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--step', '99' })
+    -- a step the trace lacks: a usage error that lists the steps it has, with or without --ops
+    for _, extra in ipairs({ {}, { '--ops' }, { '--json' } }) do
+      r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--step', '99', table.unpack(extra) })
+      assert.are.equal(2, r.code)
+      assert.are.equal('', r.stdout)
+      assert.is_truthy(r.stderr:find('--step 99: no such profiler step; the trace has: 6', 1,
+        true), r.stderr)
+    end
+    -- --step with --json: that step only
+    r = h.run({ 'trace', DIR .. '/resnet_ddp8_mi300_rank0.json.gz', '--step', '16', '--json' })
     assert.are.equal(0, r.code)
-    assert.is_truthy(r.stdout:find('(no step 99 in this trace)', 1, true))
+    local doc = json.decode(r.stdout)
+    assert.are.equal(16, doc.step)
+    assert.are.equal(1, #doc.ranks[1].steps)
+    assert.are.equal(16, doc.ranks[1].steps[1].step)
+    r = h.run({ 'trace', '--compare', DIR .. '/qwen05b_h100.json.gz',
+      DIR .. '/qwen05b_mi300.json.gz', '--step', '6' })
+    assert.are.equal(2, r.code)
+    assert.is_truthy(r.stderr:find('--step goes with the traces of one run', 1, true))
+  end)
+
+  it('holds each op against the GPU\'s limit with --ops (text, JSON, one step)', function()
+    local r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--ops', '--top', '5' })
+    assert.are.equal('', r.stderr)
+    assert.are.equal(0, r.code)
+    local out = r.stdout
+    assert.is_truthy(out:find('ops: 1198 GPU ops linked to the CPU op that launched them, 509 '
+      .. 'not; NVIDIA H100 80GB HBM3 = catalog h100-sxm', 1, true), out)
+    assert.is_truthy(out:find('top 5 ops of ', 1, true))
+    assert.is_truthy(out:find('\n  aten::mm +%[8944,1024%] %[1024,2816%] +bf16 +48 +4%.055 +'
+      .. '84%.48 +51%.582'), out)
+    assert.is_truthy(out:find('per class: % of the roofline limit', 1, true))
+    assert.is_truthy(out:find('\n  gemm ', 1, true))
+    r = h.run({ 'trace', DIR .. '/bert_small_mi300.json.gz', '--ops', '--json' })
+    assert.are.equal(0, r.code)
+    local doc = json.decode(r.stdout)
+    local t = doc.ops
+    assert.are.equal('mi300x', t.device.catalog)
+    assert.is_true(#t.rows > 5)
+    assert.is_nil(doc.ranks[1].ops)  -- one rank: the run's table is its table
+    local mm = t.rows[1]
+    assert.is_number(mm.tflops)
+    assert.is_number(mm.pct)
+    -- one step of a three-step trace: a third of the ops
+    r = h.run({ 'trace', DIR .. '/resnet_ddp8_mi300_rank0.json.gz', '--ops', '--json', '--step',
+      '15' })
+    assert.are.equal(0, r.code)
+    local one = json.decode(r.stdout).ops
+    r = h.run({ 'trace', DIR .. '/resnet_ddp8_mi300_rank0.json.gz', '--ops', '--json' })
+    local all = json.decode(r.stdout).ops
+    assert.are.equal(895, one.linked)
+    assert.are.equal(2685, all.linked)
+  end)
+
+  it('pairs the same ops across H100 and MI300X with verdicts, and draws the roofline',
+    function()
+      local dir = h.tmpdir()
+      local svg = dir .. '/roofline.svg'
+      local r = h.run({ 'trace', '--compare', DIR .. '/qwen05b_h100.json.gz',
+        DIR .. '/qwen05b_mi300.json.gz', '--label-a', 'H100', '--label-b', 'MI300X',
+        '--roofline', svg })
+      assert.are.equal('', r.stderr)
+      assert.are.equal(0, r.code)
+      local out = r.stdout
+      assert.is_truthy(out:find('the same ops on both: ', 1, true))
+      assert.is_truthy(out:find('H100 % limit', 1, true))
+      assert.is_truthy(out:find('hardware or software, per class', 1, true))
+      assert.is_truthy(out:find('\n    gemm: MI300X at %d+%% of its bf16 peak, H100 at %d+%%: '),
+        out)
+      assert.is_truthy(out:find('the explanation\'s classes and their largest paired ops', 1,
+        true))
+      local text = assert(h.read(svg))
+      assert.is_truthy(text:find('<svg', 1, true))
+      assert.is_truthy(text:find('MI300X ops', 1, true))
+      assert.is_truthy(text:find('H100 limit (bf16 989 TFLOP/s', 1, true))
+      r = h.run({ 'trace', '--compare', DIR .. '/bert_small_h100.json.gz',
+        DIR .. '/bert_small_mi300.json.gz', '--json' })
+      assert.are.equal(0, r.code)
+      local doc = json.decode(r.stdout)
+      assert.is_true(#doc.ops.pairs > 0)
+      assert.is_true(#doc.ops.verdicts > 0)
+      r = h.run({ 'trace', DIR .. '/bert_small_h100.json.gz', '--roofline', dir .. '/r.pdf' })
+      assert.are.equal(2, r.code)
+      assert.is_truthy(r.stderr:find('must end in .png or .svg', 1, true))
+    end)
+
+  it('takes models and measured peaks from files', function()
+    local dir = h.tmpdir()
+    local models = dir .. '/models.lua'
+    h.write(models, "require('tp.analyse.ops').model { name = 'aten::mm', class = 'gemm', "
+      .. "category = 'GEMM', fn = function(op) return { flops = 1e12, bytes = 1e6, "
+      .. "precision = 'bf16', compute = 'matrix' } end }\n")
+    local peaks = dir .. '/peaks.json'
+    h.write(peaks, json.encode({ schema = 'tplua.peaks/1', device = 'cuda',
+      gpu = 'NVIDIA H100 80GB HBM3', tflops = { bf16 = 800.0 }, bandwidth_tbs = 3.0 }))
+    local r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--models', models, '--peaks',
+      peaks, '--json' })
+    assert.are.equal(0, r.code)
+    local t = json.decode(r.stdout).ops
+    local mm = t.rows[1]
+    assert.are.equal('aten::mm', mm.name)
+    assert.are.equal(1000, mm.gflops)
+    assert.are.equal(800.0, mm.limits.measured_tflops)
+    assert.is_number(mm.measured_pct)
+    r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--peaks', peaks })
+    assert.is_truthy(r.stdout:find('% meas.', 1, true))
+    assert.is_truthy(r.stdout:find('measured peaks: ' .. peaks, 1, true))
+    r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--models', dir .. '/none.lua' })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find('--models ' .. dir .. '/none.lua', 1, true))
+    h.write(dir .. '/bad.json', 'not json')
+    r = h.run({ 'trace', DIR .. '/qwen05b_h100.json.gz', '--peaks', dir .. '/bad.json' })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find('bad.json', 1, true))
+  end)
+
+  it('counts and skips ops with missing, malformed or absurd shapes, never a crash', function()
+    local dir = h.tmpdir()
+    local p = dir .. '/shapes.json'
+    local function op(i, dims)
+      return string.format('{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,'
+        .. '"ts":%d,"dur":5,"args":{"External id":%d,"Input Dims":%s,"Input type":'
+        .. '["c10::BFloat16","c10::BFloat16"]}},'
+        .. '{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,'
+        .. '"ts":%d,"dur":1,"args":{"External id":%d,"correlation":%d}},'
+        .. '{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":%d,"dur":3,'
+        .. '"args":{"correlation":%d}},', i * 10, i, dims, i * 10 + 1, i, i, 1000 + i * 10, i)
+    end
+    h.write(p, '{"traceEvents":[' .. op(1, '[[4,8],[8,2]]') .. op(2, '[[-4,8],[8,2]]')
+      .. op(3, '[["a",8],[8,2]]') .. op(4, '[[4,8]]') .. op(5, '[[99999999999999,8],'
+      .. '[8,99999999999999]]') .. op(6, '{"x":1}')
+      .. '{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","ts":0,"dur":100}]}')
+    local r = h.run({ 'trace', p, '--ops', '--json' })
+    assert.are.equal(0, r.code)
+    local t = json.decode(r.stdout).ops
+    assert.are.equal(6, t.linked)
+    assert.are.equal(5, t.malformed)
+    local good, skipped = 0, 0
+    for _, row in ipairs(t.rows) do
+      if row.gflops then
+        good = good + 1
+      else
+        skipped = skipped + 1
+        assert.is_string(row.skipped)
+        assert.are.equal(3000, row.own)
+      end
+    end
+    assert.are.equal(1, good)
+    assert.are.equal(5, skipped)
+    assert.is_truthy(t.warnings[1]:find('5 op shapes not modelled', 1, true))
+    r = h.run({ 'trace', p, '--ops' })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('warning: 5 op shapes not modelled', 1, true))
   end)
 
   it('prints JSON with the steps, the mean, the classes and HTA\'s view', function()

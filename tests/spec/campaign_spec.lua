@@ -805,6 +805,115 @@ describe('tp.run.execute', function()
   end)
 end)
 
+describe('runs that leave outputs (a microbenchmark: iterations = false)', function()
+  -- A command that prints progress lines, no iteration, and writes its result as JSON.
+  local function bench(script, more)
+    local r = { id = 'bench', argv = { 'sh', '-c', script }, outputs = { result = 'out.json' },
+      iterations = false }
+    for k, v in pairs(more or {}) do
+      r[k] = v
+    end
+    return r
+  end
+  local WRITES = 'pwd > where.txt; echo "bench: measuring"; '
+    .. 'printf \'{"schema": "x/1", "tflops": 2.5}\' > out.json; echo "bench: done"'
+
+  it('runs in its directory, and its output becomes the record member of its name', function()
+    local dir = h.tmpdir()
+    local s = assert(exec(campaign({ results = dir, runs = { bench(WRITES) } })))
+    assert.are.equal(1, s.finished)
+    local rec = load(dir .. '/bench.json')
+    assert.are.equal('completed', rec.status)
+    assert.are.equal('completed', rec.outcome)
+    assert.are.same({ schema = 'x/1', tflops = 2.5 }, rec.result)
+    assert.are.same({}, rec.diagnostics)  -- no no_records error, no unrecognised warning
+    assert.are.equal(0, #rec.records)
+    local where = h.read(dir .. '/bench.files/where.txt'):gsub('%s+$', '')
+    assert.are.equal(fs.realpath(dir .. '/bench.files'), fs.realpath(where))
+  end)
+
+  it('fails without its output, never reading what an earlier attempt left', function()
+    local dir = h.tmpdir()
+    assert(fs.mkdir_p(dir .. '/bench.files'))
+    h.write(dir .. '/bench.files/out.json', '{"stale": true}')
+    local s = assert(exec(campaign({ results = dir, runs = { bench('echo "bench: nothing"') } })))
+    assert.are.equal(1, s.failed)
+    local rec = load(dir .. '/bench.json')
+    assert.are.equal('failed', rec.status)
+    assert.is_nil(rec.result)
+    assert.is_truthy(rec.failure_reason:find('output result: ' .. dir .. '/bench.files/out.json',
+      1, true), rec.failure_reason)
+    assert.is_false(fs.exists(dir .. '/bench.files/out.json'))
+  end)
+
+  it('fails on a non-zero exit, keeping what it wrote', function()
+    local dir = h.tmpdir()
+    local s = assert(exec(campaign({ results = dir, runs = { bench(WRITES .. '; exit 3') } })))
+    assert.are.equal(1, s.failed)
+    local rec = load(dir .. '/bench.json')
+    assert.is_truthy(rec.failure_reason:find('exit status 3', 1, true), rec.failure_reason)
+    assert.are.equal(2.5, rec.result.tflops)
+  end)
+
+  it('lets a training run leave outputs too: a missing one is a warning', function()
+    local dir = h.tmpdir()
+    -- It runs in its directory: its program by absolute path.
+    local argv = gen(5)
+    argv[1] = fs.realpath(argv[1])
+    local s = assert(exec(campaign({ results = dir, runs = {
+      mkrun('t', argv, { outputs = { extra = 'extra.json' } }) } })))
+    assert.are.equal(1, s.finished)
+    local rec = load(dir .. '/t.json')
+    assert.are.equal('completed', rec.status)
+    local found
+    for _, d in ipairs(rec.diagnostics) do
+      if d.kind == 'output_missing' then
+        found = d
+      end
+    end
+    assert.are.equal('warning', found.severity)
+    assert.is_truthy(found.message:find('output extra: ' .. dir .. '/t.files/extra.json', 1,
+      true), found.message)
+  end)
+
+  it('never replaces a member of the record', function()
+    local dir = h.tmpdir()
+    assert(exec(campaign({ results = dir, runs = {
+      bench('echo \'"mine"\' > s.json', { outputs = { status = 's.json' } }) } })))
+    local rec = load(dir .. '/bench.json')
+    assert.are.equal('completed', rec.status)
+    local clash
+    for _, d in ipairs(rec.diagnostics) do
+      clash = d.kind == 'output_clash' and d or clash
+    end
+    assert.are.equal('error', clash.severity)
+    assert.are.equal("output status: the record has a member 'status' already: not replaced",
+      clash.message)
+  end)
+
+  it('checks the outputs of a run table, and hashes them', function()
+    local function bad(outputs, msg)
+      local ok, err = pcall(campaign, { results = 'd', runs = { { id = 'a', argv = { 'x' },
+        outputs = outputs } } })
+      assert.is_false(ok)
+      assert.is_truthy(tostring(err):find(msg, 1, true), tostring(err))
+    end
+    bad({ ['a b'] = 'x.json' }, "run 'a': outputs: a member name")
+    bad({ r = '../x.json' }, "run 'a': outputs.r: '../x.json' leaves its directory")
+    bad({ r = '/tmp/x.json' }, "run 'a': outputs.r: a relative path expected")
+    bad('x.json', "run 'a': outputs: table expected, got string")
+    local a = run_mod.hash({ id = 'a', argv = { 'x' } })
+    assert.are.equal(a, run_mod.hash({ id = 'a', argv = { 'x' } }))
+    assert.are_not.equal(a, run_mod.hash({ id = 'a', argv = { 'x' }, iterations = false }))
+    assert.are_not.equal(a, run_mod.hash({ id = 'a', argv = { 'x' }, outputs = { r = 'r' } }))
+  end)
+
+  it('shows its last line in the live view where an iteration would be', function()
+    assert.are.equal('bench: done', live.fmt_state({ line = 'bench: done' }))
+    assert.are.equal('starting', live.fmt_state({}))
+  end)
+end)
+
 describe('tp.live', function()
   it('formats durations and states', function()
     assert.are.equal('0.4s', live.fmt_duration(0.42))

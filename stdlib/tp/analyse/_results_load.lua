@@ -126,6 +126,26 @@ function Run:trace()
   return require('tp.analyse.profiled').trace(self)
 end
 
+--- Returns the op table of the run's profiler traces (tp.analyse.ops: every op with its shapes
+--- against its GPU's limit, the ranks added up), read on first call; it prints as the table at
+--- the prompt. nil and the reason when the run was not profiled or its traces hold no CPU op
+--- with shapes.
+---```lua
+---R[1]:ops()                          -- the table
+---R[1]:ops().rows[1].pct             -- the largest op's share of its roofline limit
+---```
+---@return table|nil ops, string? err
+function Run:ops()
+  local a, err = require('tp.analyse.profiled').trace(self)
+  if not a then
+    return nil, err
+  end
+  if not a.ops or #a.ops.rows == 0 then
+    return nil, 'its traces link no GPU op to a CPU op (record_shapes=True traces needed)'
+  end
+  return require('tp.analyse.ops').printable(a.ops)
+end
+
 for k, f in pairs(Run) do
   RUN_COMPLETE[k] = f
 end
@@ -155,7 +175,10 @@ end
 
 -- Documents tplua itself writes beside the run records, which a results directory holds as a
 -- matter of course: not results, and not counted as skipped foreign files.
-local COMPANIONS = { '^tplua%.search/' } -- a search's decisions (docs/search.md)
+local COMPANIONS = {
+  '^tplua%.search/', -- a search's decisions (docs/search.md)
+  '^tplua%.peaks/',  -- what the peaks microbenchmark measured; its record holds it (docs/peaks.md)
+}
 
 local function is_companion(schema)
   for _, pattern in ipairs(COMPANIONS) do

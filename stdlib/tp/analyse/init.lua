@@ -2,8 +2,10 @@
 -- efficiency and convergence derive per-run figures, compare and compare_csv set platforms side
 -- by side with statistics of repeats, audit checks the comparison is fair, stack the software
 -- stacks behind each side, trace breaks profiler traces down and profiled does it for the
--- profiled runs' records; mlperf scores MLPerf Training result files by MLPerf's rules.
+-- profiled runs' records, ops holds each op of a trace against its platform's limit (and pairs
+-- the same ops across platforms); mlperf scores MLPerf Training result files by MLPerf's rules;
+-- peaks loads what the peaks microbenchmark measured (docs/peaks.md).
 return require('tp').package('tp.analyse', {
   'results', 'efficiency', 'convergence', 'compare', 'compare_csv', 'audit', 'stack', 'trace',
-  'profiled', 'mlperf',
+  'profiled', 'mlperf', 'peaks', 'ops',
 })

@@ -157,16 +157,19 @@ function M.analysis(run)
   return hit[1], hit[2]
 end
 
---- The whole analysis of a run's traces (tp.analyse.trace.analyse: every rank, every step),
---- read from the files its record lists (kept for the next call); nil and a message when it
---- has none or none can be read.
+--- The whole analysis of a run's traces (tp.analyse.trace.analyse: every rank, every step,
+--- and the op table: `ops`), read from the files its record lists (kept for the next call); nil
+--- and a message when it has none or none can be read. `opts.peaks`: measured peaks
+--- (tp.analyse.peaks entries) for the op table, used by the first call.
 ---```lua
 ---local a = assert(tp.analyse.profiled.trace(R[1]))
 ---print(tp.present.trace.run_text(a))
+---print(tp.present.ops.table_text(a.ops))
 ---```
 ---@param run table
+---@param opts? { peaks?: table[] }
 ---@return table|nil analysis, string? err
-function M.trace(run)
+function M.trace(run, opts)
   local p = profile_of(run)
   if not p then
     return nil, 'the run was not profiled (its record has no profile member)'
@@ -178,12 +181,67 @@ function M.trace(run)
       hit = { nil, 'its record lists no trace file tp.analyse.trace reads (PyTorch profiler '
         .. 'JSON)' }
     else
-      local a, err = trace.analyse(files)
+      local a, err = trace.analyse(files, { ops = true, peaks = opts and opts.peaks })
       hit = { a, err }
     end
     analyses[run] = hit
   end
   return hit[1], hit[2]
+end
+
+--- The measured peaks among a result set's records (records of recipes/peaks.lua, with a
+--- `peaks` member), as tp.analyse.peaks entries; nil when there are none.
+---@param set table a tp.results ResultSet
+---@return table[]|nil
+function M.peaks_of(set)
+  local out = {}
+  for _, r in ipairs(set.runs or {}) do
+    local pk = type(r.peaks) == 'table' and r.peaks or nil
+    if pk and type(pk.tflops) == 'table' then
+      out[#out + 1] = { source = r.path or r.id, peaks = pk, gpu = pk.gpu }
+    end
+  end
+  return #out > 0 and out or nil
+end
+
+local ROW_FIELDS = { 'name', 'shapes', 'precision', 'compute', 'category', 'class', 'calls',
+  'per_step', 'mean', 'gflops', 'mb', 'intensity', 'tflops', 'tbs', 'pct', 'bound',
+  'measured_pct', 'measured_bound', 'phase', 'module', 'own', 'skipped' }
+
+--- The part of an op table (tp.analyse.ops) a comparison keeps: the device and its limits,
+--- the classes' efficiency and the `top` rows by time with their figures.
+---@param t table
+---@param top? integer (default 30)
+---@return table
+function M.ops_brief(t, top)
+  local rows = json.array()
+  for i = 1, math.min(top or 30, #t.rows) do
+    local r, c = t.rows[i], {}
+    for _, f in ipairs(ROW_FIELDS) do
+      c[f] = r[f]
+    end
+    c.kernel = r.kernels[1] and r.kernels[1].name or nil
+    rows[#rows + 1] = c
+  end
+  return { device = t.device, peaks = t.peaks, linked = t.linked, unlinked = t.unlinked,
+    steps = t.steps, classes = t.classes, rows = rows, warnings = json.array(t.warnings) }
+end
+
+-- The part of a pairing (tp.analyse.ops.compare) a comparison keeps.
+local function pairs_brief(c, top)
+  local out = json.array()
+  for i = 1, math.min(top or 15, #c.pairs) do
+    local p = c.pairs[i]
+    local function side(e)
+      return { per_step = e.per_step, tflops = e.tflops, pct = e.pct,
+        measured_pct = e.measured_pct, bound = e.bound, calls = e.calls, kernel = e.kernel }
+    end
+    out[i] = { name = p.name, shapes = p.shapes, precision = p.precision, class = p.class,
+      category = p.category, a = side(p.a), b = side(p.b), save = p.save, save_a = p.save_a,
+      save_b = p.save_b }
+  end
+  return { pairs = out, verdicts = json.array(c.verdicts), matched_a = c.matched_a,
+    matched_b = c.matched_b }
 end
 
 local FIELDS = { 'window', 'busy', 'idle', 'compute', 'non_compute', 'comm', 'comm_overlapped',
@@ -302,10 +360,10 @@ local function groups_of(set, opts)
 end
 
 -- The first run of a group whose traces hold GPU ops: its analysis and id, or nil and why not.
-local function first_trace(group, by_id)
+local function first_trace(group, by_id, peaks)
   local why
   for _, id in ipairs(group.runs) do
-    local a, err = M.trace(by_id[id])
+    local a, err = M.trace(by_id[id], { peaks = peaks })
     if a and a.gpu then
       return a, id
     end
@@ -319,10 +377,11 @@ end
 ---@field by string the key that splits the runs
 ---@field baseline any the baseline group
 ---@field groups table[] {value=, runs = {id...} (its profiled runs), from = {id = 'record'|
----  'traces'}, summary = M.mean of their summaries (nil without any), errors = {message...}}
+---  'traces'}, summary = M.mean of their summaries (nil without any), errors = {message...},
+---  ops = M.ops_brief of the op table of its first run with GPU traces}
 ---@field explanations table[] one per other group: {baseline=, group=, runs = {id_a, id_b},
----  explanation = (tp.analyse.trace.explain's, JSON-friendly)} or {baseline=, group=, missing =
----  why}
+---  explanation = (tp.analyse.trace.explain's, JSON-friendly), ops = the same ops paired (their
+---  verdicts and top pairs)} or {baseline=, group=, missing = why}
 
 --- The profile section of a comparison: `cmp` is a tp.analyse.compare result (its `by`,
 --- `baseline` and `groups`, the baseline first) or the options { by = 'platform', baseline = }.
@@ -336,8 +395,10 @@ end
 ---```
 ---@param set table a tp.results ResultSet
 ---@param cmp? table
+---@param opts? { peaks?: table[] } measured peaks (tp.analyse.peaks entries) beside those of the
+---  set's own peaks records, for the op tables
 ---@return tp.analyse.profiled.Section|nil
-function M.section(set, cmp)
+function M.section(set, cmp, opts)
   if type(set) ~= 'table' or type(set.runs) ~= 'table' then
     error('tp.analyse.profiled.section: result set expected, got ' .. type(set), 2)
   end
@@ -353,6 +414,13 @@ function M.section(set, cmp)
   local groups, by, baseline = cmp.groups, cmp.by, cmp.baseline
   if not groups then
     groups, by, baseline = groups_of(set, cmp)
+  end
+  local peaks = M.peaks_of(set)
+  if opts and opts.peaks then
+    peaks = peaks or {}
+    for _, p in ipairs(opts.peaks) do
+      peaks[#peaks + 1] = p
+    end
   end
   local sec = { by = by or 'platform', baseline = baseline, groups = json.array(),
     explanations = json.array() }
@@ -373,6 +441,12 @@ function M.section(set, cmp)
       end
     end
     g.summary = #list > 0 and M.mean(list, g.runs) or nil
+    if g.summary and g.summary.gpu then
+      local a = first_trace(g, by_id, peaks)
+      if a and a.ops then
+        g.ops = M.ops_brief(a.ops)
+      end
+    end
     sec.groups[#sec.groups + 1] = g
   end
   local base = sec.groups[1]
@@ -389,8 +463,8 @@ function M.section(set, cmp)
       x.missing = string.format('%s has no GPU ops in its traces (a CPU-only profile)',
         base.summary.gpu and label or base_label)
     else
-      local a, ida = first_trace(base, by_id)
-      local b, idb = first_trace(g, by_id)
+      local a, ida = first_trace(base, by_id, peaks)
+      local b, idb = first_trace(g, by_id, peaks)
       if not a or not b then
         x.missing = not a and ida or idb
       else
@@ -398,6 +472,7 @@ function M.section(set, cmp)
         if e then
           x.runs = json.array({ ida, idb })
           x.explanation = brief(e)
+          x.ops = e.ops and pairs_brief(e.ops) or nil
         else
           x.missing = err
         end

@@ -117,7 +117,10 @@ end
 --- print(a.mean.window / 1e6, 'ms per step', a.mean.idle / a.mean.window)
 --- ```
 ---@param path string
----@param opts? { top?: integer }  top: kernels kept in `top` (default 20)
+---@param opts? { top?: integer, ops?: boolean, step?: integer, peaks?: table[] }
+---  top: kernels kept in `top` (default 20); ops: also the op table (`ops`, tp.analyse.ops;
+---  docs/trace.md "Ops"); step: the op table of this profiler step only; peaks: measured peaks
+---  (tp.analyse.peaks.load), the one of the trace's GPU is used
 ---@return table|nil, string?, string?
 function M.open(path, opts)
   if type(path) ~= 'string' then
@@ -125,9 +128,12 @@ function M.open(path, opts)
   end
   opts = opts or {}
   for k in pairs(opts) do
-    if k ~= 'top' then
+    if k ~= 'top' and k ~= 'ops' and k ~= 'step' and k ~= 'peaks' then
       error('trace.open: unknown option ' .. tostring(k), 2)
     end
+  end
+  if opts.step ~= nil and math.type(opts.step) ~= 'integer' then
+    error('trace.open: step must be an integer', 2)
   end
   local top_n = opts.top or 20
   if math.type(top_n) ~= 'integer' or top_n < 0 then
@@ -151,13 +157,22 @@ function M.open(path, opts)
   end
   local b
   b, err, code = tr:breakdown(class_of, kinds)
-  tr:close()
   if not b then
+    tr:close()
     return nil, err, code
   end
   local meta = info.meta or {}
   local dist = decode_meta(meta.distributedInfo) or {}
   local devices = decode_meta(meta.deviceProperties)
+  local op_table
+  if opts.ops then
+    op_table, err, code = M.ops_of(tr, names, b, devices, opts)
+    if not op_table then
+      tr:close()
+      return nil, err, code
+    end
+  end
+  tr:close()
   local a = {
     path = path,
     info = info,
@@ -168,6 +183,7 @@ function M.open(path, opts)
     classes = {},
     gpu = info.ops > 0,
     warnings = {},
+    ops = op_table,
   }
   for i, c in ipairs(classes) do
     a.classes[i] = { name = c.name, kind = c.kind }
@@ -225,11 +241,39 @@ function M.open(path, opts)
   return a
 end
 
+--- The op table of an open engine trace (tp.analyse.ops.from_trace), after its breakdown `b`.
+--- Returns it, or nil, message, code (EINVAL: opts.step names no profiler step of the trace).
+function M.ops_of(tr, names, b, devices, opts)
+  local ops = require('tp.analyse.ops')
+  local steps = 0
+  for _ in ipairs(b.steps) do
+    steps = steps + 1
+  end
+  if opts.step ~= nil then
+    local found = false
+    for _, s in ipairs(tr:steps()) do
+      found = found or s.step == opts.step
+    end
+    if not found then
+      return nil, string.format('%s: no profiler step %d in this trace', tr:info().path,
+        opts.step), 'EINVAL'
+    end
+    steps = 1
+  end
+  local measured
+  if opts.peaks then
+    local peaks = require('tp.analyse.peaks')
+    local d = type(devices) == 'table' and devices[1] or nil
+    measured = d and type(d.name) == 'string' and peaks.for_device(opts.peaks, d.name) or nil
+  end
+  return ops.from_trace(tr, names, steps, devices, { step = opts.step, peaks = measured })
+end
+
 --- Analyses the traces of one run (one file per rank) and finds stragglers across ranks.
 --- Returns { ranks = { analysis... }, mean = the mean step over ranks, stragglers = {...},
 --- errors = { message... } }, or nil, message when no file could be read.
 ---@param paths string[]
----@param opts? { top?: integer }
+---@param opts? { top?: integer, ops?: boolean, step?: integer, peaks?: table[] } as M.open
 function M.analyse(paths, opts)
   if type(paths) == 'string' then
     paths = { paths }
@@ -238,16 +282,18 @@ function M.analyse(paths, opts)
     error('trace.analyse: paths must be a list of file names', 2)
   end
   local run = { ranks = {}, errors = {} }
+  local first_code
   for _, p in ipairs(paths) do
-    local a, err = M.open(p, opts)
+    local a, err, code = M.open(p, opts)
     if a then
       run.ranks[#run.ranks + 1] = a
     else
       run.errors[#run.errors + 1] = err
+      first_code = first_code or code
     end
   end
   if #run.ranks == 0 then
-    return nil, run.errors[1] or 'trace.analyse: no trace given'
+    return nil, run.errors[1] or 'trace.analyse: no trace given', first_code
   end
   table.sort(run.ranks, function(x, y)
     return (x.rank or math.maxinteger) < (y.rank or math.maxinteger)
@@ -255,6 +301,15 @@ function M.analyse(paths, opts)
   run.mean = explain.mean_of_ranks(run.ranks)
   run.stragglers = explain.stragglers(run.ranks)
   run.gpu = run.mean ~= nil
+  if opts and opts.ops then
+    local tables = {}
+    for _, a in ipairs(run.ranks) do
+      tables[#tables + 1] = a.ops
+    end
+    if #tables > 0 then
+      run.ops = require('tp.analyse.ops').merge(tables)
+    end
+  end
   return run
 end
 
@@ -263,7 +318,11 @@ end
 --- step time, largest first.
 ---@return table
 function M.explain(a, b, labels)
-  return explain.explain(a, b, labels)
+  local e, err = explain.explain(a, b, labels)
+  if e and a.ops and b.ops then
+    e.ops = require('tp.analyse.ops').compare(a.ops, b.ops, e.labels, e)
+  end
+  return e, err
 end
 
 --- The compact summary a run record keeps (record.profile.analysis): per-step means in ms.

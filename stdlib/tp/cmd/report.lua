@@ -3,7 +3,7 @@ local M = {
   summary = 'write a Markdown + HTML report with plots (PNG, SVG) of the results in DIR...',
   usage = [[usage: tplua report DIR... --out DIR [--by KEY] [--baseline VALUE] [--title TEXT]
                     [--methodology NAME] [--hardware GROUP=ID]... [--seed N] [--no-plots]
-                    [--csv FILE|-]
+                    [--csv FILE|-] [--peaks FILE|DIR]
 Loads the run records (and tprimat-era results) under DIR... and writes into --out:
   report.md      the verdict (fair or not, headline ratio with its confidence interval),
                  findings (audit, loss curves, statistics), the comparison table with its
@@ -32,6 +32,9 @@ Options:
                        per group: runs, tokens/s, tokens/s/GPU, MFU, J/token and its basis, ...
                        each with n, mean, sd, CV, min, max, CI, ratio, p; '-' prints it on
                        stdout (the summary lines then go to stderr)
+  --peaks FILE|DIR     measured peaks (records of recipes/peaks.lua): profiled runs' ops are
+                       also held against the measured peak of their GPU ("% of measured
+                       peak"); peaks records among the results are used without it
 Exit status: 0 written (even when the comparison is not fair: the report says so), 1 nothing
 to report or a file could not be written, 2 usage error.]],
 }
@@ -80,7 +83,7 @@ function M.run(args)
   local opts, dirs = cli.parse(args, {
     help = 'boolean', out = 'string', by = 'string', baseline = 'string', title = 'string',
     methodology = 'string', seed = 'integer', no_plots = 'boolean', hardware = 'list',
-    csv = 'string',
+    csv = 'string', peaks = 'string',
   })
   if not opts then
     return cli.usage_error('report', dirs, M.usage)
@@ -119,6 +122,15 @@ function M.run(args)
     hw = hw or {}
     hw[group] = id
   end
+  local peaks
+  if opts.peaks then
+    local perr
+    peaks, perr = require('tp.analyse.peaks').load(opts.peaks)
+    if not peaks then
+      io.stderr:write('tplua report: --peaks ', opts.peaks, ': ', tostring(perr), '\n')
+      return 1
+    end
+  end
   local results = require('tp.analyse.results')
   local report = require('tp.present.report')
   local set, err = results.load(dirs)
@@ -142,7 +154,7 @@ function M.run(args)
   end
   local res, werr = report.write(set, opts.out, {
     by = opts.by, baseline = baseline, title = opts.title, methodology = opts.methodology,
-    seed = opts.seed, sources = dirs, plots = not opts.no_plots, hardware = hw,
+    seed = opts.seed, sources = dirs, plots = not opts.no_plots, hardware = hw, peaks = peaks,
   })
   if not res then
     io.stderr:write('tplua report: ', tostring(werr):gsub('^report: ', ''), '\n')

@@ -8,7 +8,9 @@ M.summary = 'break profiler traces down (idle, compute, communication, kernels) 
 
 M.usage = [[
 usage: tplua trace FILE|DIR... [--json] [--step N] [--top K] [--rules FILE]
-       tplua trace --compare A B [--label-a NAME] [--label-b NAME] [--json] [--rules FILE]
+                  [--ops] [--roofline PATH] [--peaks FILE|DIR] [--models FILE]
+       tplua trace --compare A B [--label-a NAME] [--label-b NAME] [--json] [--top K]
+                  [--rules FILE] [--roofline PATH] [--peaks FILE|DIR] [--models FILE]
 
 Reads profiler traces with the engine's streaming reader: PyTorch profiler traces (Kineto
 Chrome-trace JSON as torch.profiler writes it on CUDA and ROCm: .json, .json.gz,
@@ -24,32 +26,54 @@ the trace files in it, the ranks of one run. Prints per rank:
     of the step (the classes' exclusive times and idle add up to the step);
   - communication hidden behind compute, the host's gaps in front of the GPU (launch-bound
     steps), the dataloader; the top kernels; stragglers across ranks.
+With --ops, also every op against its platform's limit: each GPU kernel linked to the CPU op
+that launched it (Kineto traces with record_shapes=True), per (op, shapes, dtype) the calls,
+GPU time, FLOPs and bytes per call from the op's performance model, TFLOP/s and TB/s, % of the
+roofline limit of the GPU's catalog peak for its precision (and of a measured one, --peaks),
+compute- or memory-bound; per class the time-weighted efficiency.
 With --compare, A and B are two runs (a file, or a DIR of rank files, each): the table of
 time per class per step on each side and the difference, rows adding up to the difference
-in step time, largest first.
+in step time, largest first; then the same ops paired across the two (they run different
+kernels on each vendor) with each side's % of its own limit, the time each would save at the
+other's efficiency, and per class a verdict: hardware (the chips' limits) or software (kernel
+efficiency).
 
 options:
-  --json          print one JSON document instead of the text
-  --step N        show this profiler step (ProfilerStep#N) instead of every step
-  --top K         kernels in the top list (default 15)
-  --compare       explain the difference between the runs A and B (B against A)
-  --label-a NAME  name of A in the explanation (default: its file or directory name)
-  --label-b NAME  name of B
-  --rules FILE    a Lua file that adds classification rules first, e.g.
-                    local trace = require('tp.analyse.trace')
-                    trace.rule { pattern = '^my_fused_mlp', class = 'gemm' }
-  -h, --help      show this help
+  --json            print one JSON document instead of the text
+  --step N          this profiler step (ProfilerStep#N) only: its breakdown and its ops
+  --top K           kernels and ops in the top lists (default 15)
+  --ops             the op table (per op, shapes and dtype, against the GPU's limit)
+  --roofline PATH   draw the roofline of the ops (PATH.png or PATH.svg; both runs on one
+                    chart with --compare); implies --ops
+  --peaks FILE|DIR  measured peaks (a record of recipes/peaks.lua, or a directory of them):
+                    ops are also held against the measured peak of their GPU
+  --models FILE     a Lua file that adds or overrides op performance models, e.g.
+                      local ops = require('tp.analyse.ops')
+                      ops.model { name = 'my::gemm', class = 'gemm', category = 'GEMM',
+                        fn = function(op) return { flops = ..., bytes = ...,
+                          precision = 'bf16', compute = 'matrix' } end }
+  --compare         explain the difference between the runs A and B (B against A)
+  --label-a NAME    name of A in the explanation (default: its file or directory name)
+  --label-b NAME    name of B
+  --rules FILE      a Lua file that adds classification rules first, e.g.
+                      local trace = require('tp.analyse.trace')
+                      trace.rule { pattern = '^my_fused_mlp', class = 'gemm' }
+  -h, --help        show this help
 
 exit status: 0 when every trace was read (a truncated trace is read up to its cut, with a
-warning), 1 when a trace cannot be read, 2 on a usage error.
+warning), 1 when a trace cannot be read, 2 on a usage error (a --step the trace lacks among
+them).
 
 examples:
   tplua trace rank0.pt.trace.json.gz --top 10
+  tplua trace rank0.pt.trace.json.gz --ops --top 20 --peaks results/peaks
   tplua trace --compare traces/h100 traces/mi300x --label-a H100 --label-b MI300X
+  tplua trace --compare traces/h100 traces/mi300x --roofline roofline.svg
 ]]
 
 local SPEC = { json = 'boolean', step = 'integer', top = 'integer', compare = 'boolean',
-  label_a = 'string', label_b = 'string', rules = 'string', help = 'boolean' }
+  label_a = 'string', label_b = 'string', rules = 'string', help = 'boolean', ops = 'boolean',
+  roofline = 'string', peaks = 'string', models = 'string' }
 
 local function usage_error(msg)
   return cli.usage_error('trace', msg, M.usage)
@@ -96,19 +120,51 @@ local function label_of(arg)
     :gsub('%.pt%.trace%.json$', ''):gsub('%.json$', ''):gsub('%.sqlite$', ''):gsub('%.csv$', '')
 end
 
--- A JSON-friendly copy of a run's analysis (no functions, no cycles).
-local function for_json(run)
-  local out = { ranks = {}, errors = run.errors, stragglers = run.stragglers, mean = run.mean }
+-- JSON-friendly copies of the op tables (the rows without their decoded shapes).
+local function ops_for_json(t)
+  if not t then
+    return nil
+  end
+  local rows = {}
+  for i, r in ipairs(t.rows) do
+    local c = {}
+    for k, v in pairs(r) do
+      if k ~= 'time_sq' and k ~= 'inv' then
+        c[k] = v
+      end
+    end
+    rows[i] = c
+  end
+  return { rows = rows, classes = t.classes, linked = t.linked, unlinked = t.unlinked,
+    steps = t.steps, own = t.own, device = t.device, peaks = t.peaks, malformed = t.malformed,
+    warnings = t.warnings, ranks = t.ranks }
+end
+
+-- A JSON-friendly copy of a run's analysis (no functions, no cycles); with `step`, only that
+-- step's breakdown.
+local function for_json(run, step)
+  local out = { ranks = {}, errors = run.errors, stragglers = run.stragglers, mean = run.mean,
+    ops = ops_for_json(run.ops), step = step }
   for i, a in ipairs(run.ranks) do
+    local steps = a.steps
+    if step then
+      steps = {}
+      for _, s in ipairs(a.steps) do
+        if s.step == step then
+          steps[#steps + 1] = s
+        end
+      end
+    end
     out.ranks[i] = { path = a.path, rank = a.rank, world_size = a.world_size,
       backend = a.backend, devices = a.devices, info = a.info, gpu = a.gpu,
-      warnings = a.warnings, steps = a.steps, mean = a.mean, whole = a.whole, top = a.top,
-      cpu = a.cpu, classes = a.classes }
+      warnings = a.warnings, steps = steps, mean = not step and a.mean or nil, whole = a.whole,
+      top = a.top, cpu = a.cpu, classes = a.classes,
+      ops = #run.ranks > 1 and ops_for_json(a.ops) or nil }
   end
   return out
 end
 
-local function load_rules(path)
+local function load_lua(path)
   local chunk, err = loadfile(path)
   if not chunk then
     return nil, err
@@ -118,6 +174,46 @@ local function load_rules(path)
     return nil, tostring(perr)
   end
   return true
+end
+
+-- The profiler steps a run's traces hold, as text ("3, 4, 5"), for a --step that names none.
+local function steps_text(run)
+  local seen, list = {}, {}
+  for _, a in ipairs(run.ranks) do
+    for _, st in ipairs(a.info.stepless and {} or a.steps) do
+      if not seen[st.step] then
+        seen[st.step] = true
+        list[#list + 1] = st.step
+      end
+    end
+  end
+  table.sort(list)
+  for i, n in ipairs(list) do
+    list[i] = tostring(n)
+  end
+  return #list > 0 and table.concat(list, ', ') or 'none (no ProfilerStep in the trace)'
+end
+
+-- Draws the roofline of `sides` ({ {label, table} }) to PATH (.png or .svg).
+local function draw_roofline(path, sides)
+  local format = path:match('%.(%w+)$')
+  format = format and format:lower()
+  if format ~= 'png' and format ~= 'svg' then
+    return nil, string.format('--roofline %s: the file must end in .png or .svg', path), 2
+  end
+  local chart = require('tp.present.ops').roofline_chart(sides)
+  if not chart then
+    return nil, '--roofline: no op has both FLOPs per byte and TFLOP/s to draw', 1
+  end
+  local r, err = require('tp.present.plot').render(chart, { format = format, path = path })
+  if not r then
+    return nil, '--roofline: ' .. tostring(err), 1
+  end
+  return true
+end
+
+local function say(msg)
+  io.stderr:write(string.format('tplua trace: %s\n', msg))
 end
 
 function M.run(args)
@@ -141,17 +237,40 @@ function M.run(args)
   if not opts.compare and (opts.label_a or opts.label_b) then
     return usage_error('--label-a and --label-b go with --compare')
   end
+  if opts.compare and opts.step then
+    return usage_error('--step goes with the traces of one run, not with --compare (the '
+      .. 'explanation uses the mean of the steady steps of each side)')
+  end
   local trace = require('tp.analyse.trace')
+  local ops = require('tp.analyse.ops')
   if opts.rules then
-    local ok, err = load_rules(opts.rules)
+    local ok, err = load_lua(opts.rules)
     if not ok then
-      io.stderr:write(string.format('tplua trace: --rules %s: %s\n', opts.rules, err))
+      say(string.format('--rules %s: %s', opts.rules, err))
       return 1
     end
   end
+  if opts.models then
+    local ok, err = ops.load_models(opts.models)
+    if not ok then
+      say(string.format('--models %s: %s', opts.models, err))
+      return 1
+    end
+  end
+  local peaks
+  if opts.peaks then
+    local err
+    peaks, err = require('tp.analyse.peaks').load(opts.peaks)
+    if not peaks then
+      say(string.format('--peaks %s: %s', opts.peaks, err))
+      return 1
+    end
+  end
+  local want_ops = opts.ops or opts.roofline ~= nil or opts.compare or peaks ~= nil
   local json = require('tp.json')
   local present = require('tp.present.trace')
-  local top = { top = opts.top or 15 }
+  local present_ops = require('tp.present.ops')
+  local aopts = { top = opts.top or 15, ops = want_ops or nil, peaks = peaks }
   if opts.compare then
     local runs = {}
     for i, arg in ipairs(inputs) do
@@ -159,9 +278,9 @@ function M.run(args)
       if not files then
         return 1
       end
-      local run, err = trace.analyse(files, top)
+      local run, err = trace.analyse(files, aopts)
       if not run or #run.errors > 0 then
-        io.stderr:write(string.format('tplua trace: %s\n', err or run.errors[1]))
+        say(err or run.errors[1])
         return 1
       end
       runs[i] = run
@@ -169,17 +288,31 @@ function M.run(args)
     local labels = { opts.label_a or label_of(inputs[1]), opts.label_b or label_of(inputs[2]) }
     local e, err = trace.explain(runs[1], runs[2], labels)
     if not e then
-      io.stderr:write(string.format('tplua trace: %s\n', err))
+      say(err)
       return 1
     end
+    if opts.roofline then
+      local ok, rerr, code = draw_roofline(opts.roofline, { { label = labels[1],
+        table = runs[1].ops }, { label = labels[2], table = runs[2].ops } })
+      if not ok then
+        say(rerr)
+        return code
+      end
+    end
     if opts.json then
+      local c = e.ops
       io.stdout:write(json.encode({ explanation = { labels = e.labels, step_a = e.step_a,
         step_b = e.step_b, diff = e.diff, ratio = e.ratio, sum = e.sum, rows = e.rows,
         overlap_a = e.overlap_a, overlap_b = e.overlap_b, lines = e.lines,
-        warnings = e.warnings }, a = for_json(runs[1]), b = for_json(runs[2]) },
-        { pretty = true }), '\n')
+        warnings = e.warnings }, ops = c and { pairs = c.pairs, only_a = c.only_a,
+        only_b = c.only_b, classes = c.class_order, verdicts = c.verdicts,
+        matched_a = c.matched_a, matched_b = c.matched_b } or nil,
+        a = for_json(runs[1]), b = for_json(runs[2]) }, { pretty = true }), '\n')
     else
       io.stdout:write(present.explain_text(e))
+      if e.ops then
+        io.stdout:write('\n', present_ops.compare_text(e.ops, e, { top = opts.top }))
+      end
     end
     return 0
   end
@@ -193,18 +326,50 @@ function M.run(args)
       files[#files + 1] = f
     end
   end
-  local run, err = trace.analyse(files, top)
+  if opts.step then
+    aopts.step = opts.step
+  end
+  local run, err, code = trace.analyse(files, aopts)
+  if not run and code == 'EINVAL' and opts.step then
+    -- the step is not in the trace: say which ones are
+    local whole = trace.analyse(files, { top = 0 })
+    return usage_error(string.format('--step %d: no such profiler step; the trace has: %s',
+      opts.step, whole and steps_text(whole) or '?'))
+  end
   if not run then
-    io.stderr:write(string.format('tplua trace: %s\n', err))
+    say(err)
     return 1
   end
+  if opts.step then
+    local found = false
+    for _, a in ipairs(run.ranks) do
+      for _, st in ipairs(a.steps) do
+        found = found or (st.step == opts.step and not a.info.stepless)
+      end
+    end
+    if not found then
+      return usage_error(string.format('--step %d: no such profiler step; the trace has: %s',
+        opts.step, steps_text(run)))
+    end
+  end
+  if opts.roofline and run.ops then
+    local ok, rerr, rcode = draw_roofline(opts.roofline, { { label = label_of(inputs[1]),
+      table = run.ops } })
+    if not ok then
+      say(rerr)
+      return rcode
+    end
+  end
   if opts.json then
-    io.stdout:write(json.encode(for_json(run), { pretty = true }), '\n')
+    io.stdout:write(json.encode(for_json(run, opts.step), { pretty = true }), '\n')
   else
     io.stdout:write(present.run_text(run, { step = opts.step }))
+    if run.ops then
+      io.stdout:write('\n', present_ops.table_text(run.ops, { top = opts.top }))
+    end
   end
   for _, e in ipairs(run.errors) do
-    io.stderr:write(string.format('tplua trace: %s\n', e))
+    say(e)
   end
   return #run.errors > 0 and 1 or 0
 end

@@ -42,7 +42,7 @@ end
 -- The fields an adapter must have, and those it may have, with their types.
 local ADAPTER_FIELDS = { build = 'function', parser = 'string' }
 local ADAPTER_OPTIONAL = { name = 'string', effective = 'function', keymap = 'table',
-  launcher = 'string' }
+  launcher = 'string', cpu_fallback = 'string' }
 
 local function check_adapter(name, a, level)
   if type(a) ~= 'table' then

@@ -9,6 +9,8 @@ local M = {}
 
 M.name = 'reference'
 M.parser = 'megatron'
+-- On a machine without GPUs it trains on the CPU (the preflight does not ask for GPUs there).
+M.cpu_fallback = 'the reference trainer runs on the CPU (gloo)'
 
 local fail = fw._fail
 local num = fw._fmt_number

@@ -61,6 +61,7 @@ local OPT_TYPES = {
   platform = 'string', framework = 'string', model = 'string', dataset = 'string',
   methodology = 'string', ['repeat'] = 'number', gpu_info = 'table', run_id = 'string',
   experiment = 'string', hardware = 'string', lazy_records = 'boolean', precision = 'string',
+  iterations = 'boolean',
 }
 local TOP_LEVEL = { 'platform', 'framework', 'model', 'dataset', 'methodology', 'repeat',
   'gpu_info', 'run_id', 'experiment' }
@@ -154,12 +155,15 @@ function M.from_log(log, opts)
   opts = check_opts(opts)
   local diags = {}
   for _, d in ipairs(log.diagnostics or {}) do
-    diags[#diags + 1] = {
-      kind = d.kind or 'unknown',
-      severity = d.severity or 'info',
-      message = d.message or '',
-      line = d.line or null,
-    }
+    -- A command that prints no iteration is not expected to be recognised as a training log.
+    if not (opts.iterations == false and d.kind == 'unrecognised') then
+      diags[#diags + 1] = {
+        kind = d.kind or 'unknown',
+        severity = d.severity or 'info',
+        message = d.message or '',
+        line = d.line or null,
+      }
+    end
   end
   local n_parser_diags = #diags
 
@@ -246,7 +250,7 @@ function M.from_log(log, opts)
   rec.args = log.args or {}
   rec.params = log.params or null
 
-  if A.n == 0 then
+  if A.n == 0 and opts.iterations ~= false then
     local found = describe_findings(table.move(diags, 1, n_parser_diags, 1, {}))
     diag(diags, 'no_records', 'error', string.format(
       'no iteration record found (format: %s)%s', log.format or 'not recognised',
@@ -302,6 +306,9 @@ end
 ---@field precision? string the precision the run was configured for (fp32, tf32, bf16, fp16, fp8,
 ---  fp4): training_config.precision (source 'config') and MFU's peak when the log does not show
 ---  one; a log that shows another gives a config_override warning and its own is used
+---@field iterations? boolean false for a command that prints no iteration record (a
+---  microbenchmark such as tools/peaks): no `no_records` error when there is none, and no
+---  `unrecognised` warning from the parser
 ---@field lazy_records? boolean leave the records in the log's scanner (`log` must come from
 ---  tp.log.parse and stay open): `records` is a read-only array that converts a record when it is
 ---  read, and tp.record.save writes them straight from the scanner (memory bounded by the flat

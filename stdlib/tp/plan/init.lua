@@ -325,6 +325,18 @@ function M.print_campaign(c, out)
     local dir = r.files_dir or (r.config and r.config.paths and r.config.paths.output)
       or r.cwd or (c.results .. '/' .. r.id .. '.files')
     print_files(out, dir, r.files, '    ')
+    if r.outputs then
+      if not r.cwd then
+        out:write(string.format('    runs in %s\n', dir))
+      end
+      for _, member in ipairs(config.sorted_keys(r.outputs)) do
+        out:write(string.format('    output %s/%s -> the record\'s %s\n', r.cwd or dir,
+          r.outputs[member], member))
+      end
+    end
+    if r.iterations == false then
+      out:write('    prints no iteration: done when it exits 0 with its outputs\n')
+    end
     if r.timeout then
       out:write(string.format('    timeout %s s\n', tostring(r.timeout)))
     end

@@ -19,7 +19,7 @@ local SEVERITY_ORDER = { error = 1, warning = 2, info = 3 }
 local BUILD_OPTS = {
   by = 'string', baseline = 'any', title = 'string', methodology = 'string', seed = 'integer',
   n_boot = 'integer', level = 'number', convention = 'string', prices = 'table',
-  hardware = 'table', sources = 'table', generated = 'string',
+  hardware = 'table', sources = 'table', generated = 'string', peaks = 'table',
 }
 
 local function check_opts(fname, opts, extra)
@@ -235,7 +235,7 @@ function M.build(set, opts)
     efficiency = per_run_efficiency,
     stack = stack.table(set, { by = by, order = order }),
     -- The profiled runs' trace analysis (nil when no run was profiled).
-    profile = profiled.section(set, cmp),
+    profile = profiled.section(set, cmp, { peaks = opts.peaks }),
   }
 end
 

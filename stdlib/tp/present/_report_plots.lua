@@ -270,14 +270,22 @@ function BUILDERS.profile(ctx)
   return profile_part.chart(ctx.profile(), ctx.by)
 end
 
+-- Each profiled op against its GPU's roofline (points under ceilings, log-log).
+function BUILDERS.roofline(ctx)
+  return profile_part.roofline(ctx.profile())
+end
+
 local TITLES = { throughput = 'Throughput per GPU', step_time = 'Step-time distributions',
   loss = 'Loss curves', memory = 'Memory', mfu = 'Model FLOPs utilisation',
-  lr = 'Learning rate', profile = profile_part.TITLE }
+  lr = 'Learning rate', profile = profile_part.TITLE, roofline = profile_part.ROOFLINE_TITLE }
+
+-- The charts the report's profile section shows, not its Plots section.
+local PROFILE_CHARTS = { profile = true, roofline = true }
 
 
---- The chart names `chart` knows: the report's plots (tp.report.PLOTS), 'lr' and 'profile' (a
---- report draws it when runs were profiled).
-M.CHARTS = { 'throughput', 'step_time', 'loss', 'memory', 'mfu', 'lr', 'profile' }
+--- The chart names `chart` knows: the report's plots (tp.report.PLOTS), 'lr', 'profile' and
+--- 'roofline' (a report draws those two when runs were profiled).
+M.CHARTS = { 'throughput', 'step_time', 'loss', 'memory', 'mfu', 'lr', 'profile', 'roofline' }
 
 local function make_ctx(set, by, order, cmp_fn, level, convention, hw, profile_fn)
   local idx, cats = {}, {}
@@ -299,8 +307,8 @@ end
 
 --- Returns the charts of a report model (tp.plot chart tables), in tp.report.PLOTS order:
 --- {{name=, title=, caption=, chart=}}; a plot without data is {name=, title=, missing = why}.
---- When profiled runs have GPU traces, 'profile' follows (the report shows it in its profile
---- section, not among the plots).
+--- When profiled runs have GPU traces, 'profile' and 'roofline' follow (the report shows them
+--- in its profile section, not among the plots).
 ---@param model table from `build`
 ---@return table[]
 function M.charts(model)
@@ -319,22 +327,24 @@ function M.charts(model)
   for _, name in ipairs(base.PLOTS) do
     out[#out + 1] = entry(ctx, name)
   end
-  local p = entry(ctx, 'profile')
-  if not p.missing then
-    out[#out + 1] = p
+  for _, name in ipairs({ 'profile', 'roofline' }) do
+    local p = entry(ctx, name)
+    if not p.missing then
+      out[#out + 1] = p
+    end
   end
   model.charts = out
   return out
 end
 
---- The charts of the report's Plots section: M.charts but the profile chart (shown in the
---- report's profile section).
+--- The charts of the report's Plots section: M.charts but the profile and roofline charts
+--- (shown in the report's profile section).
 ---@param model table from `build`
 ---@return table[]
 function M.plots_of(model)
   local out = {}
   for _, c in ipairs(M.charts(model)) do
-    if c.name ~= 'profile' then
+    if not PROFILE_CHARTS[c.name] then
       out[#out + 1] = c
     end
   end

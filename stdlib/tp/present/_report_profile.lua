@@ -5,11 +5,15 @@
 local trace = require('tp.analyse.trace')
 local profiled = require('tp.analyse.profiled')
 local present_trace = require('tp.present.trace')
+local present_ops = require('tp.present.ops')
 local plot = require('tp.present.plot')
 
 local M = {}
 
+local ops_html
+
 M.TITLE = 'Where the step time goes (profiler traces)'
+M.ROOFLINE_TITLE = 'Each op against its GPU\'s limits (roofline)'
 
 local IDLE_COLOR = '#c7c7c7'
 
@@ -66,6 +70,30 @@ function M.chart(sec, by)
     'Communication and copies count only where no compute hides them.', by),
     chart = { kind = 'bars', stacked = true, title = 'GPU time per step by class (ms)',
       ylabel = 'ms per step', categories = cats, series = series } }
+end
+
+--- The roofline chart of a profile section: each group's ops (the op table of its first run
+--- with GPU traces) at (FLOPs per byte, TFLOP/s) under its GPU's ceiling, on one chart. Returns
+--- {caption=, chart=} or {missing = why}.
+---@param sec? table tp.analyse.profiled.section's
+---@return table
+function M.roofline(sec)
+  local sides = {}
+  for _, g in ipairs(sec and sec.groups or {}) do
+    if g.ops then
+      sides[#sides + 1] = { label = tostring(g.value), table = g.ops }
+    end
+  end
+  local chart = #sides > 0 and present_ops.roofline_chart(sides, 'Ops against each GPU\'s '
+    .. 'roofline (TFLOP/s, log scales)') or nil
+  if not chart then
+    return { missing = 'no profiled op has both FLOPs per byte and TFLOP/s (traces without CPU '
+      .. 'ops and shapes, or no op with a model)' }
+  end
+  return { caption = 'Each modelled op of the profiled runs (the largest by GPU time) at its '
+    .. 'FLOPs per byte and achieved TFLOP/s, under its GPU\'s roofline: min(dense peak of the '
+    .. 'main precision, memory bandwidth x FLOPs per byte), from the catalog. Ops far below '
+    .. 'their ceiling leave the most to a better kernel.', chart = chart }
 end
 
 -- The lines under the tables: where each group's figures come from, which runs an explanation
@@ -156,6 +184,53 @@ function M.markdown(model, plots, md_text)
     L[#L + 1] = 'Not drawn: ' .. md_text(p.error or 'plots were not rendered') .. '.'
   end
   L[#L + 1] = ''
+  for _, l in ipairs(M.ops_markdown(model, plots, md_text)) do
+    L[#L + 1] = l
+  end
+  return L
+end
+
+--- The lines of report.md about the ops: each group's op table, the pairing of the baseline with
+--- each other group (verdicts and top pairs) and the roofline.
+function M.ops_markdown(model, plots, md_text)
+  local sec = model.profile
+  local L = {}
+  local any = false
+  for _, g in ipairs(sec.groups) do
+    if g.ops then
+      any = true
+      L[#L + 1] = present_ops.markdown(g.ops, tostring(g.value))
+    end
+  end
+  if not any then
+    return L
+  end
+  table.insert(L, 1, '### Ops against their GPU\'s limits')
+  table.insert(L, 2, '')
+  table.insert(L, 3, md_text('Each op of the first profiled run of each group with its shapes: '
+    .. 'FLOPs and bytes per call from its performance model, achieved TFLOP/s and TB/s, and % '
+    .. 'of the roofline limit of its GPU (the time the datasheet peak and bandwidth allow over '
+    .. 'the time taken)' .. (sec.groups[1].ops and sec.groups[1].ops.peaks and ', and of the '
+    .. 'measured peak' or '') .. '. docs/trace.md, "Ops".'))
+  table.insert(L, 4, '')
+  for _, x in ipairs(sec.explanations) do
+    if x.ops then
+      L[#L + 1] = present_ops.compare_markdown({ labels = x.explanation.labels,
+        pairs = x.ops.pairs, verdicts = x.ops.verdicts })
+    end
+  end
+  local r = M.roofline(sec)
+  local p = plots.roofline or {}
+  if r.missing then
+    L[#L + 1] = 'Roofline not drawn: ' .. md_text(r.missing) .. '.'
+  elseif p.png then
+    L[#L + 1] = string.format('![%s](%s)', md_text(M.ROOFLINE_TITLE), p.png)
+    L[#L + 1] = ''
+    L[#L + 1] = md_text(r.caption) .. (p.svg and string.format(' ([SVG](%s))', p.svg) or '')
+  else
+    L[#L + 1] = 'Roofline not drawn: ' .. md_text(p.error or 'plots were not rendered') .. '.'
+  end
+  L[#L + 1] = ''
   return L
 end
 
@@ -182,6 +257,88 @@ end
 
 local function ns_ms(v)
   return type(v) == 'number' and string.format('%.3f', v / 1e6) or '-'
+end
+
+local function share(v)
+  return v and string.format('%.0f%%', 100 * v) or '-'
+end
+
+local function num(v, fmt)
+  return type(v) == 'number' and string.format(fmt, v) or '-'
+end
+
+-- A figure of an inline SVG with links to its files, or why it is missing.
+local function figure(svg, p, caption, esc)
+  if not svg then
+    return '<p class="missing">Not drawn: ' .. esc(p.error or 'plots were not rendered') .. '.</p>'
+  end
+  local links = {}
+  for _, fmt in ipairs({ 'png', 'svg' }) do
+    if p[fmt] then
+      links[#links + 1] = string.format('<a href="%s">%s</a>', esc(p[fmt]), fmt:upper())
+    end
+  end
+  return '<figure>' .. svg .. '<figcaption>' .. esc(caption) ..
+    (#links > 0 and (' (' .. table.concat(links, ', ') .. ')') or '') .. '</figcaption></figure>'
+end
+
+-- The ops part of the HTML profile section: each group's ops, the pairs and verdicts, the
+-- roofline.
+ops_html = function(sec, plots, svgs, esc, html_table)
+  local H = {}
+  for _, g in ipairs(sec.groups) do
+    local t = g.ops
+    if t then
+      local measured = t.peaks ~= nil
+      H[#H + 1] = string.format('<h3>Ops of %s against the limits of %s</h3>', esc(g.value),
+        esc(t.device and t.device.name or 'its GPU'))
+      local rows = {}
+      for i = 1, math.min(10, #t.rows) do
+        local r = t.rows[i]
+        rows[i] = { r.name, r.shapes or '-', r.precision or '-', tostring(r.calls),
+          num(r.per_step and r.per_step / 1e6, '%.3f'), num(r.tflops, '%.1f'),
+          num(r.tbs, '%.2f'), share(r.pct), r.bound or '-' }
+        if measured then
+          rows[i][#rows[i] + 1] = share(r.measured_pct)
+        end
+      end
+      local head = { 'op', 'shapes', 'dtype', 'calls', 'ms/step', 'TFLOP/s', 'TB/s',
+        '% of limit', 'bound' }
+      local numeric = { false, false, false, true, true, true, true, true, false }
+      if measured then
+        head[#head + 1] = '% of measured peak'
+        numeric[#numeric + 1] = true
+      end
+      H[#H + 1] = html_table(head, rows, numeric)
+    end
+  end
+  for _, x in ipairs(sec.explanations) do
+    if x.ops then
+      local la, lb = x.explanation.labels[1], x.explanation.labels[2]
+      H[#H + 1] = string.format('<h3>The same ops on %s and %s: hardware or software?</h3>',
+        esc(la), esc(lb))
+      H[#H + 1] = '<ul class="reasons">'
+      for _, v in ipairs(x.ops.verdicts) do
+        H[#H + 1] = '<li>' .. esc(v) .. '</li>'
+      end
+      H[#H + 1] = '</ul>'
+      local rows = {}
+      for i = 1, math.min(10, #x.ops.pairs) do
+        local q = x.ops.pairs[i]
+        rows[i] = { q.name, q.shapes or '-', num(q.a.per_step / 1e6, '%.3f'),
+          num(q.b.per_step / 1e6, '%.3f'), share(q.a.pct), share(q.b.pct),
+          num(q.save / 1e6, '%.3f') }
+      end
+      H[#H + 1] = html_table({ 'op', 'shapes', la .. ' ms/step', lb .. ' ms/step',
+        la .. ' % of limit', lb .. ' % of limit', 'saves ms/step at the other\'s efficiency' },
+        rows, { false, false, true, true, true, true, true })
+    end
+  end
+  local r = M.roofline(sec)
+  if not r.missing and #H > 0 then
+    H[#H + 1] = figure(svgs.roofline, plots.roofline or {}, r.caption, esc)
+  end
+  return table.concat(H, '\n')
 end
 
 --- The HTML of report.html's profile section ('' without a profiled run).
@@ -249,6 +406,7 @@ function M.html(model, plots, svgs, esc, html_table)
     H[#H + 1] = '<p class="missing">Not drawn: ' .. esc(p.error or 'plots were not rendered') ..
       '.</p>'
   end
+  H[#H + 1] = ops_html(sec, plots, svgs, esc, html_table)
   H[#H + 1] = '</section>'
   return table.concat(H, '\n')
 end

@@ -457,17 +457,20 @@ local function lines_script(chart, lines)
       local name = 'line' .. j
       datablock(lines, name, rows)
       local dash = math.tointeger(s.dash) or 1
-      plots[#plots + 1] = string.format('$%s using 1:2 with lines lw %s dt %d lc rgb %s %s', name,
-        num(s.width or 1.5), math.max(1, math.min(dash, 5)), quote(color_of(s.color, j)),
-        s.title and ('title ' .. quote(s.title, 60)) or 'notitle')
+      local style = s.style == 'points' and string.format('points pt 7 ps %s', num(s.width or 1))
+        or string.format('lines lw %s dt %d', num(s.width or 1.5), math.max(1, math.min(dash, 5)))
+      plots[#plots + 1] = string.format('$%s using 1:2 with %s lc rgb %s %s', name, style,
+        quote(color_of(s.color, j)), s.title and ('title ' .. quote(s.title, 60)) or 'notitle')
     end
   end
   if #plots == 0 then
     return nil
   end
   lines[#lines + 1] = 'set key outside below center horizontal Left reverse'
-  if chart.ylog then
-    lines[#lines + 1] = 'set logscale y'
+  for _, axis in ipairs({ 'x', 'y' }) do
+    if chart[axis .. 'log'] then
+      lines[#lines + 1] = 'set logscale ' .. axis
+    end
   end
   lines[#lines + 1] = 'plot ' .. table.concat(plots, ', \\\n  ')
   return true
@@ -537,8 +540,8 @@ end
 --- `{kind = 'bars', categories = {label...}, series = {{title=, color=, values=, lo=, hi=,
 --- points = {{v...}...}}}, stacked = false}` (stacked: one bar per category, the series on top
 --- of each other, no whiskers or dots), `{kind = 'lines', series = {{title=, color=, dash=, x=,
---- y=}}}`, `{kind = 'boxes', categories = {{label=, samples=, color=, legend=}}}`; all take
---- `title`, `xlabel`, `ylabel`, `yformat`.
+--- y=, style = 'lines'|'points'}}, xlog =, ylog =}`, `{kind = 'boxes', categories = {{label=,
+--- samples=, color=, legend=}}}`; all take `title`, `xlabel`, `ylabel`, `yformat`.
 ---@param chart table
 ---@param term string
 ---@param output? string

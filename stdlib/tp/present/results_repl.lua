@@ -10,6 +10,7 @@ local convergence_mod = require('tp.analyse.convergence')
 local profiled = require('tp.analyse.profiled')
 local report = require('tp.present.report')
 local plot = require('tp.present.plot')
+require('tp.present.ops')  -- R[1]:ops() prints as its table
 
 local M = {}
 
@@ -381,8 +382,9 @@ function Set:profile(by, opts)
 end
 
 --- Draws a chart of this set as text with gnuplot's dumb terminal and returns it (the prompt
---- prints it). `what`: 'loss', 'lr', 'step_time', 'throughput', 'memory', 'mfu' or 'profile'
---- (where the profiled runs' step goes, from their traces); `opts.by`
+--- prints it). `what`: 'loss', 'lr', 'step_time', 'throughput', 'memory', 'mfu', 'profile'
+--- (where the profiled runs' step goes, from their traces) or 'roofline' (their ops against
+--- each GPU's limits); `opts.by`
 --- splits the runs (default 'platform'), `opts.width`/`opts.height` in characters (default
 --- 100 x 30). Returns nil, message, code when there is nothing to draw or gnuplot fails.
 ---```lua

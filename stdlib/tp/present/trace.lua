@@ -5,6 +5,7 @@
 -- tplua compare and the REPL (tp.analyse.profiled.section).
 
 local profiled = require('tp.analyse.profiled')
+local tbl = require('tp.present._table')
 
 local M = {}
 
@@ -22,45 +23,8 @@ local function pct(part, whole)
   return string.format('%.1f%%', 100 * part / whole)
 end
 
-local function short(name, width)
-  if #name <= width then
-    return name
-  end
-  return name:sub(1, width - 3) .. '...'
-end
-
-local function pad(s, w, right)
-  s = tostring(s)
-  if #s >= w then
-    return s
-  end
-  return right and s .. string.rep(' ', w - #s) or string.rep(' ', w - #s) .. s
-end
-
--- A table of rows (lists of strings) with a header, columns aligned; the first left-aligned, and
--- the last too with `left_last` (a column of text).
-local function table_text(out, header, rows, indent, left_last)
-  local widths = {}
-  for i, h in ipairs(header) do
-    widths[i] = #h
-  end
-  for _, r in ipairs(rows) do
-    for i, c in ipairs(r) do
-      widths[i] = math.max(widths[i] or 0, #tostring(c))
-    end
-  end
-  local function line(r)
-    local cells = {}
-    for i, c in ipairs(r) do
-      cells[i] = pad(c, widths[i], i == 1 or (left_last and i == #r))
-    end
-    out[#out + 1] = (indent or '  ') .. table.concat(cells, '  '):gsub('%s+$', '')
-  end
-  line(header)
-  for _, r in ipairs(rows) do
-    line(r)
-  end
-end
+local short = tbl.short
+local table_text = tbl.text
 
 local function who(a)
   local parts = {}
@@ -375,6 +339,13 @@ function M.section_text(sec)
         tostring(x.group), tostring(x.baseline), x.runs[1], tostring(x.baseline), x.runs[2],
         tostring(x.group))
       out[#out + 1] = (M.explain_text(x.explanation):gsub('\n$', ''))
+      if x.ops and #x.ops.verdicts > 0 then
+        out[#out + 1] = '  the same ops on both, hardware or software (% of each side\'s own '
+          .. 'limit; tplua trace --compare for the ops):'
+        for _, v in ipairs(x.ops.verdicts) do
+          out[#out + 1] = '    ' .. v
+        end
+      end
     else
       out[#out + 1] = string.format('%s against %s: no explanation: %s', tostring(x.group),
         tostring(x.baseline), x.missing)

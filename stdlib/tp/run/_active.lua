@@ -155,6 +155,10 @@ end
 -- tp.proc on_line: whole lines go to the parser; pieces of an overlong line are joined (up to
 -- MAX_LINE bytes, the rest dropped) so that stdout and stderr lines never interleave mid-line.
 function Active:on_line(stream, line, partial)
+  if self.run.iterations == false then
+    -- A command that prints no iteration (a microbenchmark) shows progress by its output.
+    self.last_progress = mono()
+  end
   if self.run.launcher == 'slurm' and not partial and not self.pending[stream] then
     self:on_slurm_line(line)
   end
@@ -173,6 +177,13 @@ function Active:on_line(stream, line, partial)
     self.pending[stream] = nil
     line = table.concat(pend)
   end
+  if self.run.iterations == false and line:find('%S') then
+    -- Its last line is its live state (tp.live shows it where an iteration would be).
+    self.state.line = line:gsub('%s+$', ''):sub(1, 100)
+    if self.ctx.view then
+      self.ctx.view:progress(self.run.id, self.state)
+    end
+  end
   self:feed(line .. '\n')
 end
 
@@ -187,7 +198,8 @@ function Active:tick(now)
   if minutes and not self.exited and not self.stopped_by
     and now - self.last_progress > minutes * 60 then
     local what = self.state.iteration and ('iteration ' .. self.state.iteration) or 'the start'
-    self:stop('stall', string.format('no new iteration for %s minutes (last progress: %s)',
+    self:stop('stall', string.format('no new %s for %s minutes (last progress: %s)',
+      self.run.iterations == false and 'output' or 'iteration',
       (string.format('%.4g', minutes)), what))
   end
 end

@@ -21,26 +21,27 @@ local RUN_TYPES = {
   dataset = 'string', methodology = 'string', ['repeat'] = 'integer', config = 'table',
   files = 'table', files_dir = 'string', total_iters = 'integer', experiment = 'string',
   hardware = 'string', launcher = 'string', profile = 'table', preflight = 'table',
-  stop = 'table', on_record = 'function',
+  stop = 'table', on_record = 'function', outputs = 'table', iterations = 'boolean',
 }
 
 -- The fields that define what a run computes: they make up its config hash. Supervision
 -- settings (timeout, kill_grace, stop, on_record) and where generated files go are left out.
 local HASHED = { 'id', 'argv', 'env', 'cwd', 'parser', 'gbs', 'seq_len', 'gpus', 'platform',
   'framework', 'model', 'dataset', 'methodology', 'repeat', 'config', 'files', 'total_iters',
-  'experiment', 'hardware' }
+  'experiment', 'hardware', 'outputs', 'iterations' }
 
 local function fail_check(level, fmt, ...)
   error(string.format(fmt, ...), level + 1)
 end
 
-local function check_relpath(level, id, rel)
+local function check_relpath(level, id, rel, what)
+  what = what or 'files'
   if type(rel) ~= 'string' or rel == '' or rel:sub(1, 1) == '/' then
-    fail_check(level, "run '%s': files: a relative path expected, got %s", id, tostring(rel))
+    fail_check(level, "run '%s': %s: a relative path expected, got %s", id, what, tostring(rel))
   end
   for part in rel:gmatch('[^/]+') do
     if part == '..' then
-      fail_check(level, "run '%s': files: '%s' leaves its directory ('..')", id, rel)
+      fail_check(level, "run '%s': %s: '%s' leaves its directory ('..')", id, what, rel)
     end
   end
 end
@@ -141,6 +142,17 @@ function M.check(run, level)
         fail_check(level, "run '%s': files['%s']: string expected, got %s", id, rel,
           type(content))
       end
+    end
+  end
+  if run.outputs then
+    -- JSON files the command leaves in its run's directory, each put in the record as the
+    -- top-level member of its name (tp.run._record).
+    for member, rel in pairs(run.outputs) do
+      if type(member) ~= 'string' or not member:match('^[%a][%w_]*$') then
+        fail_check(level, "run '%s': outputs: a member name (letters, digits, '_') expected, "
+          .. 'got %s', id, tostring(member))
+      end
+      check_relpath(level + 1, id, rel, 'outputs.' .. member)
     end
   end
   local cfg = run.config

@@ -31,6 +31,13 @@ local function has_adapter(framework)
   return type(framework) == 'string' and require('tp.frameworks').get(framework) ~= nil
 end
 
+-- What an adapter's command does on a machine without GPUs (its `cpu_fallback`: the reference
+-- trainer trains on the CPU, the peaks microbenchmark measures it), or nil when it needs GPUs.
+local function cpu_fallback(framework)
+  local a = type(framework) == 'string' and require('tp.frameworks').get(framework)
+  return a and type(a.cpu_fallback) == 'string' and a.cpu_fallback or nil
+end
+
 -- The interpreter that runs a launcher's Python script: the one of its #! line (torchrun's).
 local function interpreter_of(runner, env)
   local path = require('tp.plan.profile').which(runner, env and env.PATH or nil)
@@ -111,18 +118,21 @@ local function probe_gpus(add)
 end
 
 -- A local run's GPUs. It asks for `gpus` (per node: gpus / config.nodes) when it names a GPU
--- platform (nvd, amd) or runs a framework of tp.frameworks; the reference trainer only when it
--- is forced onto CUDA or this machine has GPUs (it trains on the CPU otherwise), and so does a
--- command no adapter knows (its gpus may only count GPUs for the per-GPU figures).
+-- platform (nvd, amd) or runs a framework of tp.frameworks; one whose adapter runs on the CPU
+-- too (`cpu_fallback`: the reference trainer, the peaks microbenchmark) only when it is forced
+-- onto CUDA or this machine has GPUs, and so does a command no adapter knows (its gpus may only
+-- count GPUs for the per-GPU figures).
 local function check_run_gpus(run, argv, ctx, add)
   local label = 'run ' .. run.id
   if not run.gpus then
     add('info', 'gpus', label .. ': no gpus field: GPUs not checked', '')
     return
   end
-  local device = run.framework == 'reference' and device_of(argv) or nil
+  local on_cpu = cpu_fallback(run.framework)
+  local device = on_cpu and device_of(argv) or nil
   if device == 'cpu' then
-    add('info', 'gpus', label .. ': the reference trainer runs on the CPU (--device cpu)', '')
+    add('info', 'gpus', string.format('%s: the %s runs on the CPU (--device cpu)', label,
+      run.framework == 'reference' and 'reference trainer' or run.framework), '')
     return
   end
   local probe = once(ctx.memo, 'probe', add, probe_gpus)
@@ -130,10 +140,10 @@ local function check_run_gpus(run, argv, ctx, add)
     return
   end
   local asks = run.platform ~= nil or device == 'cuda'
-    or (has_adapter(run.framework) and run.framework ~= 'reference')
+    or (has_adapter(run.framework) and not on_cpu)
   if not asks and #probe.devices == 0 then
-    add('info', 'gpus', label .. (device and ': no GPU here: the reference trainer runs on the '
-      .. 'CPU (gloo)' or ': no GPU here, and its command is none of the frameworks tplua knows: '
+    add('info', 'gpus', label .. (device and (': no GPU here: ' .. on_cpu)
+      or ': no GPU here, and its command is none of the frameworks tplua knows: '
       .. 'GPUs not checked (its gpus counts them for the per-GPU figures)'), '')
     return
   end

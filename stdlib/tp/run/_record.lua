@@ -95,6 +95,15 @@ function Active:classify(log)
     return 'failed', exit_text(r) .. (errs and ('; ' .. errs) or '')
   end
   if not last then
+    if run.iterations == false then
+      -- A command that prints no iteration (a microbenchmark) gave its answer when it exited 0
+      -- and left its outputs.
+      local missing = self:outputs_error()
+      if missing then
+        return 'failed', missing
+      end
+      return 'finished', nil
+    end
     return 'failed', 'no iteration record in the output'
   end
   local errs = log_errors(log)
@@ -106,6 +115,44 @@ function Active:classify(log)
       tostring(total))
   end
   return 'finished', nil
+end
+
+--- Reads the run's outputs (the JSON files its command left in its directory, `run.outputs`:
+--- member name -> path relative to the run's files directory) into `self.outputs_read`
+--- (member -> value) and `self.outputs_failed` (member -> message). A file missing, empty or
+--- not JSON is a failure, named by its path.
+function Active:read_outputs()
+  self.outputs_read, self.outputs_failed = {}, {}
+  if not self.run.outputs then
+    return
+  end
+  local dir = base.files_dir(self.run, self.ctx.results)
+  for member, rel in pairs(self.run.outputs) do
+    local path = fs.join(dir, rel)
+    local v, err = json.load_file(path)
+    if v == nil or v == json.null then
+      self.outputs_failed[member] = err or (path .. ': null instead of a JSON value')
+    else
+      self.outputs_read[member] = v
+    end
+  end
+end
+
+-- The outputs that could not be read, as one message (sorted by member), or nil.
+function Active:outputs_error()
+  local names = {}
+  for member in pairs(self.outputs_failed or {}) do
+    names[#names + 1] = member
+  end
+  if #names == 0 then
+    return nil
+  end
+  table.sort(names)
+  local parts = {}
+  for i, member in ipairs(names) do
+    parts[i] = string.format('output %s: %s', member, self.outputs_failed[member])
+  end
+  return table.concat(parts, '; ')
 end
 
 -- The catalog GPU of a run: its configured one (the run's `hardware`; tp.experiment sets the
@@ -216,6 +263,7 @@ function Active:build_record(log, status, reason)
     methodology = run.methodology, ['repeat'] = run['repeat'],
     run_id = run.id, experiment = run.experiment or ctx.experiment,
     hardware = hw, gpu_info = probed_gpu_info(gpus_info, hw), precision = config_precision(run),
+    iterations = run.iterations,
   }
   local rec = record.from_log(log, opts)
   if hw_warning then
@@ -223,6 +271,10 @@ function Active:build_record(log, status, reason)
       message = hw_warning, line = json.null }
   end
   rec.status = status == 'finished' and 'completed' or 'failed'
+  if status == 'finished' and run.iterations == false and rec.outcome == 'unknown' then
+    -- No training log to say how it ended: it exited 0 with its outputs.
+    rec.outcome = 'completed'
+  end
   rec.stopped_by = self.stopped_by or json.null
   rec.failure_reason = reason or json.null
   if self.run.stop then
@@ -297,10 +349,36 @@ function Active:build_record(log, status, reason)
       self:analyse_profile(rec)
     end
   end
+  self:record_outputs(rec)
   rec.energy_metrics = self.energy or { measured = false,
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }
   self:measured_window_energy(rec)
   return scrubber:value(rec)
+end
+
+-- The run's outputs into its record, each as the top-level member of its name; one the record
+-- has already is not replaced (an `output_clash` error says so); one that could not be read is
+-- an `output_missing` warning of a training run (a run without iterations failed on it).
+function Active:record_outputs(rec)
+  local names = {}
+  for member in pairs(self.run.outputs or {}) do
+    names[#names + 1] = member
+  end
+  table.sort(names)
+  for _, member in ipairs(names) do
+    local v, err = (self.outputs_read or {})[member], (self.outputs_failed or {})[member]
+    if v ~= nil and rec[member] ~= nil then
+      rec.diagnostics[#rec.diagnostics + 1] = { kind = 'output_clash', severity = 'error',
+        line = json.null, message = string.format("output %s: the record has a member '%s' "
+          .. 'already: not replaced', member, member) }
+    elseif v ~= nil then
+      rec[member] = v
+    elseif err and self.run.iterations ~= false then
+      -- (A run without iterations has failed on it already: run_failed says why.)
+      rec.diagnostics[#rec.diagnostics + 1] = { kind = 'output_missing', severity = 'warning',
+        line = json.null, message = string.format('output %s: %s', member, err) }
+    end
+  end
 end
 
 -- The record of a run with a stop rule: its `stopping` member (tp.run._stop.summary: the rule,
@@ -402,6 +480,7 @@ function Active:finalize()
   if not f.outcome then
     self.result = self.result or { code = 127 }
     f.log = f.log or { records = {}, diagnostics = {}, args = {}, meta = {} }
+    self:read_outputs()
     local status, reason = self:classify(f.log)
     f.outcome = { id = self.run.id, status = status, reason = reason,
       stopped_by = self.stopped_by, log_path = self.log_path, exit = self.result }

@@ -67,6 +67,29 @@ local function load_log_module()
   return mod
 end
 
+-- A run's outputs (JSON files its command leaves in its directory, read into its record) are
+-- removed before it starts: what a previous attempt left is never read as this one's. The
+-- directory is made, since a command that declares outputs runs in it.
+local function clear_outputs(run, dir)
+  if not run.outputs then
+    return true
+  end
+  local ok, err, code = fs.mkdir_p(dir)
+  if not ok then
+    return nil, err, code
+  end
+  for _, rel in pairs(run.outputs) do
+    local path = fs.join(dir, rel)
+    if fs.exists(path) then
+      ok, err, code = os.remove(path)
+      if not ok then
+        return nil, err, code
+      end
+    end
+  end
+  return true
+end
+
 local function write_files(run, dir)
   for rel, content in pairs(run.files or {}) do
     local path = fs.join(dir, rel)
@@ -119,7 +142,11 @@ function M.start(loop, run, ctx)
   end
   self.stream = log_mod.stream({ format = run.parser, gbs = run.gbs, seq_len = run.seq_len,
     gpus = run.gpus })
-  local ok, err = write_files(run, base.files_dir(run, ctx.results))
+  local dir = base.files_dir(run, ctx.results)
+  local ok, err = write_files(run, dir)
+  if ok then
+    ok, err = clear_outputs(run, dir)
+  end
   if ok and run.profile and type(run.profile.output) == 'string' then
     -- Profilers write into the run's profile directory (tp.profile.for_run); not all create it.
     ok, err = fs.mkdir_p(run.profile.output)
@@ -145,7 +172,9 @@ function M.start(loop, run, ctx)
   local p, perr = loop:spawn({
     argv = run.argv,
     env = run.env,
-    cwd = run.cwd,
+    -- A command that leaves outputs runs in its run's directory unless it names a cwd: it
+    -- writes them there by their relative names.
+    cwd = run.cwd or (run.outputs and dir) or nil,
     log = self.log_path,
     timeout = run.timeout,
     kill_grace = run.kill_grace or ctx.kill_grace,

@@ -72,7 +72,7 @@ local function fmt_loss(v)
 end
 
 --- The status text of one run: 'iter 120/500 (24%) | 3456 tok/s/GPU | loss 4.1230 | ETA 5m12s'.
----@param st table live state {iteration=, total=, tokens_per_s_per_gpu=, loss=, eta_s=}
+---@param st table live state {iteration=, total=, tokens_per_s_per_gpu=, loss=, eta_s=, line=}
 ---@return string
 function M.fmt_state(st)
   local parts = {}
@@ -83,6 +83,9 @@ function M.fmt_state(st)
     else
       parts[#parts + 1] = string.format('iter %d', st.iteration)
     end
+  elseif st.line then
+    -- A command that prints no iteration (tp.run's `iterations = false`): its last line.
+    parts[#parts + 1] = st.line
   else
     parts[#parts + 1] = st.queue and ('queued: ' .. st.queue) or 'starting'
   end

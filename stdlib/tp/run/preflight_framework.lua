@@ -2,8 +2,9 @@
 -- where the recipe says, at a version tplua has an adapter for, and does its own argument
 -- parser accept the command tplua generated? The parser check runs the framework's parser in
 -- the run's interpreter, without training: Megatron-LM's parse_args, torchtitan's
--- ConfigManager (JobConfig in older releases), the reference trainer's parse_args. Primus and
--- NeMo have no parser that runs apart from a launch; they are said to be unchecked.
+-- ConfigManager (JobConfig in older releases), the reference trainer's and the peaks
+-- microbenchmark's parse_args. Primus and NeMo have no parser that runs apart from a launch;
+-- they are said to be unchecked.
 local M = {}
 
 --- The oldest framework version each adapter generates arguments for: the layouts the adapters
@@ -58,6 +59,17 @@ except Exception as e:
     print("TPLUA_IMPORT " + (str(e).splitlines() or [type(e).__name__])[0], file=sys.stderr)
     sys.exit(3)
 reftrain.parse_args(sys.argv[3:])
+]],
+  peaks = [[
+import sys
+if sys.argv[1]:
+    sys.path.insert(0, sys.argv[1])
+try:
+    import peaks
+except Exception as e:
+    print("TPLUA_IMPORT " + (str(e).splitlines() or [type(e).__name__])[0], file=sys.stderr)
+    sys.exit(3)
+peaks.parse_args(sys.argv[3:])
 ]],
 }
 

@@ -339,7 +339,8 @@ function M.inventory(opts)
       end
       fw.version, fw.version_file = M.framework_version(opts.framework or '', opts.framework_dir)
     end
-    if opts.framework == 'reference' then
+    if opts.framework == 'reference' or opts.framework == 'peaks' then
+      -- tplua's own tools (tools/reftrain, tools/peaks): the version of tplua that ships them.
       fw.version = out.system.tplua
     end
     -- The installed package, when the checkout said nothing (pip install megatron-core...).
