@@ -218,6 +218,23 @@ describe('tplua repl (no terminal)', function()
     assert.truthy(out:find('elementwise', 1, true), out)
   end)
 
+  it("prints a run's ops against its GPU's limit, and the roofline as text", function()
+    local r = h.run({ 'repl', h.fixture('results/profiled') },
+      { stdin = table.concat({
+        "print(R:run('nvd-megatron-prof'):ops())",
+        "o = R:run('amd-primus-prof'):ops()",
+        "print('first', o.rows[1].name, o.rows[1].precision, o.device.catalog)",
+        "print(R:plot('roofline', { width = 90, height = 24 }))",
+      }, '\n') .. '\n' })
+    assert.are.equal(0, r.code, r.stderr)
+    local out = r.stdout
+    assert.truthy(out:find('ops: 1198 GPU ops linked to the CPU op that launched them', 1, true),
+      out)
+    assert.truthy(out:find('\n  aten::mm +%[8944,1024%] %[1024,2816%] +bf16 +48 '), out)
+    assert.truthy(out:find('first\taten::mm\tbf16\tmi300x', 1, true), out)
+    assert.truthy(out:find('FLOPs per byte moved', 1, true), out)
+  end)
+
   it('names an unknown column of R:table and lists the known ones, then carries on', function()
     local r = h.run({ 'repl', h.fixture('results/fair') },
       { stdin = "R:table{'id', 'tokens'}\nprint(R:table{'id', 'mfu'})\n" })
