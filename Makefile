@@ -24,8 +24,17 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/tplua recipes/llama_identical.lua
 
+# bin/tplua, lib/libtplua.so and .a, include/tplua.h, lib/pkgconfig/tplua.pc, the Lua module
+# (lib/lua/5.4/tp.so), share/tplua (stdlib, recipes, tools); DESTDIR=... stages it.
 install: all
-	cmake --install $(BUILD) --prefix $(PREFIX)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
+
+# A self-contained tplua (binary, its libraries but glibc, the stdlib) to carry to a GPU
+# machine and run tools/gpu-check there (docs/gpu.md, "The GPU check").
+GPU_BUNDLE ?= $(BUILD)/gpu-bundle
+.PHONY: gpu-bundle
+gpu-bundle: all
+	scripts/gpu-bundle $(BUILD) $(GPU_BUNDLE)
 
 sanitize: deps
 	@test -f $(ASAN_BUILD)/CMakeCache.txt || \

@@ -164,7 +164,6 @@ struct TpProcLoop {
   int depth;  // > 0 while running (callbacks may be on the stack)
   bool destroyed_pending;
   bool reap_needed;
-  struct sigaction saved[3];
   // Signal counts already handled by this loop: taken at creation, so that a signal caught while
   // another loop ran (a tp.proc.run inside a callback, say) is forwarded by this one too.
   sig_atomic_t seen_int, seen_term;
@@ -195,12 +194,18 @@ static void close_fd(int *fd) {
 // ---------------------------------------------------------------------------------------------
 // Signals: the handler only counts and writes one byte to a self-pipe (the one piece of global
 // state besides the guard, as STYLE.md allows for signal targets). Callbacks never run in it.
+// The state is the process's, shared by the loops of every thread: the counters are lock-free
+// atomics (safe in the handler); the pipe, the installed handlers and the guard change under
+// g_signals_lock. The handlers are installed while at least one loop runs, in any thread.
 
 static const int k_loop_signals[3] = {SIGCHLD, SIGINT, SIGTERM};
+static pthread_mutex_t g_signals_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_sigpipe[2] = {-1, -1};
-static volatile sig_atomic_t g_sigint_count;
-static volatile sig_atomic_t g_sigterm_count;
-static volatile sig_atomic_t g_first_interrupt;  // see tp_proc_interrupted
+static _Atomic int g_sigint_count;
+static _Atomic int g_sigterm_count;
+static _Atomic int g_first_interrupt;  // see tp_proc_interrupted
+static int g_loops_running;            // loops with the handlers installed (under the lock)
+static struct sigaction g_saved[3];    // the handlers they replaced
 
 static void on_signal(int sig) {
   int saved = errno;
@@ -219,37 +224,49 @@ static void on_signal(int sig) {
 }
 
 static int sigpipe_init(TpError *err) {
-  if (g_sigpipe[0] >= 0) {
-    return 0;
+  pthread_mutex_lock(&g_signals_lock);
+  int rc = 0;
+  if (g_sigpipe[0] < 0) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+      rc = tp_error_errno(err, "proc loop: self-pipe");
+    } else {
+      g_sigpipe[1] = p[1];
+      g_sigpipe[0] = p[0];
+    }
   }
-  int p[2];
-  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return tp_error_errno(err, "proc loop: self-pipe");
-  }
-  g_sigpipe[0] = p[0];
-  g_sigpipe[1] = p[1];
-  return 0;
+  pthread_mutex_unlock(&g_signals_lock);
+  return rc;
 }
 
 static void signals_install(TpProcLoop *loop) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < 3; i++) {
-    sigaddset(&sa.sa_mask, k_loop_signals[i]);
+  pthread_mutex_lock(&g_signals_lock);
+  if (g_loops_running++ == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < 3; i++) {
+      sigaddset(&sa.sa_mask, k_loop_signals[i]);
+    }
+    for (size_t i = 0; i < 3; i++) {
+      sigaction(k_loop_signals[i], &sa, &g_saved[i]);
+    }
   }
-  for (size_t i = 0; i < 3; i++) {
-    sigaction(k_loop_signals[i], &sa, &loop->saved[i]);
-  }
+  pthread_mutex_unlock(&g_signals_lock);
   loop->reap_needed = true;  // a child may have exited while our handler was not installed
 }
 
 static void signals_restore(TpProcLoop *loop) {
-  for (size_t i = 0; i < 3; i++) {
-    sigaction(k_loop_signals[i], &loop->saved[i], NULL);
+  (void)loop;
+  pthread_mutex_lock(&g_signals_lock);
+  if (--g_loops_running == 0) {
+    for (size_t i = 0; i < 3; i++) {
+      sigaction(k_loop_signals[i], &g_saved[i], NULL);
+    }
   }
+  pthread_mutex_unlock(&g_signals_lock);
 }
 
 static void sigpipe_drain(TpProcLoop *loop) {
@@ -410,7 +427,7 @@ static void guard_drop(void) {
   g_guard_owner = -1;
 }
 
-static int guard_start(TpError *err) {
+static int guard_start_locked(TpError *err) {
   if (g_guard_fd >= 0 && g_guard_owner == getpid()) {
     return 0;
   }
@@ -445,19 +462,28 @@ static int guard_start(TpError *err) {
   return 0;
 }
 
+static int guard_start(TpError *err) {
+  pthread_mutex_lock(&g_signals_lock);
+  int rc = guard_start_locked(err);
+  pthread_mutex_unlock(&g_signals_lock);
+  return rc;
+}
+
 static bool guard_send(int32_t v) {
-  if (g_guard_fd < 0 || g_guard_owner != getpid()) {
-    return false;
+  pthread_mutex_lock(&g_signals_lock);
+  bool ok = g_guard_fd >= 0 && g_guard_owner == getpid();
+  if (ok) {
+    ssize_t r;
+    do {
+      r = send(g_guard_fd, &v, sizeof v, MSG_NOSIGNAL);
+    } while (r < 0 && errno == EINTR);
+    if (r != (ssize_t)sizeof v) {
+      guard_drop();  // the guard died: the next spawn starts a new one
+      ok = false;
+    }
   }
-  ssize_t r;
-  do {
-    r = send(g_guard_fd, &v, sizeof v, MSG_NOSIGNAL);
-  } while (r < 0 && errno == EINTR);
-  if (r != (ssize_t)sizeof v) {
-    guard_drop();  // the guard died: the next spawn starts a new one
-    return false;
-  }
-  return true;
+  pthread_mutex_unlock(&g_signals_lock);
+  return ok;
 }
 
 static void guard_unregister(TpProc *p) {

@@ -1,7 +1,7 @@
 // tplua: the host. A look-alike of the standard `lua` interpreter (options, `arg`, LUA_INIT,
 // errors with tracebacks, SIGINT) plus the built-in commands (stdlib/tp/cmd/*.lua) and a REPL
-// with line editing, history and completion.
-#include <errno.h>
+// with line editing, history and completion. A thin host over libtplua's public API
+// (include/tplua.h): what it runs, it runs as any other host of the library would.
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,7 +17,7 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "proc.h"
+#include "tplua.h"
 
 #define PROGNAME    "tplua"
 #define HISTORY_MAX 1000
@@ -28,43 +28,31 @@
 #define INIT_VAR_VERSION INIT_VAR "_" LUA_VERSION_MAJOR "_" LUA_VERSION_MINOR
 #define IGNORE_MARK      '-'
 
-// The SIGINT target (STYLE.md allows exactly this global state, as lua.c's globalL).
+// The SIGINT target (STYLE.md allows exactly this global state, as lua.c's globalL): the engine
+// whose call a Ctrl-C interrupts. globalL is its state, for the REPL's completion.
+static tplua_engine *g_engine = NULL;
 static lua_State *globalL = NULL;
-static volatile sig_atomic_t g_interrupted = 0;
 static const char *progname = PROGNAME;
-
-// Registered C modules (generated from lua/l_*.c).
-#define TPLUA_MODULE(name) int luaopen_tp__##name(lua_State *L);
-#include "tplua_modules.h"
-#undef TPLUA_MODULE
-
-static const struct {
-  const char *name;
-  lua_CFunction open;
-} modules[] = {
-#define TPLUA_MODULE(name) {"tp._" #name, luaopen_tp__##name},
-#include "tplua_modules.h"
-#undef TPLUA_MODULE
-    {NULL, NULL},
-};
-
-// Registry key of the stdlib directory in use (a string).
-static const char stdlib_key = 0;
+// The status of an os.exit() called at the REPL or by -e / -l code (-1: none).
+static int g_exit_status = -1;
 
 // ---------------------------------------------------------------------------------------------
-// Signals: SIGINT only installs a hook; the hook raises the error (never touch Lua in a handler).
+// Signals: SIGINT only asks the engine to stop (tplua_interrupt sets a hook; the hook raises the
+// error on the engine's thread: never touch Lua in a handler). Armed only while a call runs.
 
-static void lstop(lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  lua_sethook(L, NULL, 0, 0);
-  g_interrupted = 1;
-  luaL_error(L, "interrupted");
+static void on_sigint(int sig) {
+  signal(sig, SIG_DFL);  // a second SIGINT kills the process
+  tplua_interrupt(g_engine);
 }
 
-static void laction(int sig) {
-  int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
-  signal(sig, SIG_DFL);  // a second SIGINT kills the process
-  lua_sethook(globalL, lstop, flag, 1);
+typedef void (*SigHandler)(int);
+
+static SigHandler sigint_arm(void) {
+  return signal(SIGINT, on_sigint);
+}
+
+static void sigint_disarm(SigHandler old) {
+  signal(SIGINT, old);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -97,9 +85,13 @@ static void l_message(const char *pname, const char *msg) {
   fflush(stderr);
 }
 
-// Prints the error on top of the stack (already a string after msghandler) and pops it.
+// Prints the error on top of the stack (a string after the engine's message handler) and pops
+// it; an os.exit() status there is kept for the exit instead.
 static int report(lua_State *L, int status) {
-  if (status != LUA_OK) {
+  if (status == TPLUA_EXIT) {
+    g_exit_status = (int)(lua_tointeger(L, -1) & 0xFF);
+    lua_pop(L, 1);
+  } else if (status != TPLUA_OK) {
     const char *msg = lua_tostring(L, -1);
     l_message(progname, msg ? msg : "(error object is not a string)");
     lua_pop(L, 1);
@@ -107,47 +99,48 @@ static int report(lua_State *L, int status) {
   return status;
 }
 
-// Message handler: turns any error object into a string with a traceback.
-static int msghandler(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (msg == NULL) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
-      return 1;  // an object with its own message: no traceback (as lua.c)
-    }
-    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  }
-  luaL_traceback(L, L, msg, 1);
-  return 1;
-}
-
-// Calls the function under its `narg` arguments with the traceback handler and SIGINT armed.
+// Calls the function under its `narg` arguments through the engine (traceback, os.exit, the
+// interrupt) with SIGINT armed; returns a TPLUA_* status.
 static int docall(lua_State *L, int narg, int nres) {
-  int base = lua_gettop(L) - narg;
-  lua_pushcfunction(L, msghandler);
-  lua_insert(L, base);
-  globalL = L;
-  g_interrupted = 0;
-  tp_proc_interrupted_clear();
-  void (*old)(int) = signal(SIGINT, laction);
-  int status = lua_pcall(L, narg, nres, base);
-  signal(SIGINT, old);
-  lua_remove(L, base);
+  (void)L;
+  SigHandler old = sigint_arm();
+  int status = tplua_pcall(g_engine, narg, nres);
+  sigint_disarm(old);
   return status;
 }
 
+// The process exit status for a TPLUA_* status of a chunk run here.
 static int exit_status_for(int status) {
-  if (status == LUA_OK) {
-    return EXIT_SUCCESS;
+  switch (status) {
+    case TPLUA_OK:
+      return EXIT_SUCCESS;
+    case TPLUA_EXIT:
+      return g_exit_status;
+    case TPLUA_EINTERRUPTED:
+      return 130;
+    default:
+      return EXIT_FAILURE;
   }
-  return g_interrupted ? 130 : EXIT_FAILURE;
 }
 
-static void print_version(lua_State *L) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &stdlib_key);
-  const char *dir = lua_tostring(L, -1);
-  printf("tplua %s (%s) stdlib: %s\n", TPLUA_VERSION, LUA_RELEASE, dir ? dir : "(none)");
-  lua_pop(L, 1);
+static void print_version(void) {
+  printf("tplua %s (%s) stdlib: %s\n", tplua_version(), LUA_RELEASE, tplua_stdlib_dir(g_engine));
   fflush(stdout);
+}
+
+// Runs one of the engine's run calls with SIGINT armed; returns its exit status.
+static int run_file(const char *path, int argc, char **argv) {
+  SigHandler old = sigint_arm();
+  int code = tplua_run_file(g_engine, path, argc, (const char *const *)argv);
+  sigint_disarm(old);
+  return code;
+}
+
+static int run_command(int argc, char **argv) {
+  SigHandler old = sigint_arm();
+  int code = tplua_run_command(g_engine, argc, (const char *const *)argv);
+  sigint_disarm(old);
+  return code;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,6 +162,8 @@ static void createargtable(lua_State *L, char **argv, int argc, int script) {
 static int dochunk(lua_State *L, int status) {
   if (status == LUA_OK) {
     status = docall(L, 0, 0);
+  } else {
+    status = TPLUA_ERROR;  // the load error's message is on the stack
   }
   return report(L, status);
 }
@@ -197,25 +192,34 @@ static int dolibrary(lua_State *L, char *globname) {
   lua_getglobal(L, "require");
   lua_pushstring(L, modname);
   int status = docall(L, 1, 1);
-  if (status == LUA_OK) {
+  if (status == TPLUA_OK) {
     lua_setglobal(L, globname);
   }
   return report(L, status);
 }
 
-// Pushes the script arguments (arg[1..n]) and returns n.
-static int pushargs(lua_State *L) {
-  if (lua_getglobal(L, "arg") != LUA_TTABLE) {
-    luaL_error(L, "'arg' is not a table");
+// The script: a file, or stdin for '-' (unless after '--'), with arg[1..n] as its arguments.
+// Set when the script of `tplua -i script` called os.exit: the process then exits, as lua's does,
+// instead of entering the prompt.
+static int g_script_exited = 0;
+
+// os.exit as the host installs it around `-i`'s script: notes the call, then the engine's own.
+static int host_exit(lua_State *L) {
+  g_script_exited = 1;
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+// Wraps os.exit with host_exit.
+static void watch_exit(lua_State *L) {
+  if (lua_getglobal(L, "os") == LUA_TTABLE) {
+    lua_getfield(L, -1, "exit");  // [os, exit]
+    lua_pushcclosure(L, host_exit, 1);
+    lua_setfield(L, -2, "exit");
   }
-  int n = (int)luaL_len(L, -1);
-  luaL_checkstack(L, n + 3, "too many arguments to script");
-  int i;
-  for (i = 1; i <= n; i++) {
-    lua_rawgeti(L, -i, i);
-  }
-  lua_remove(L, -i);
-  return n;
+  lua_pop(L, 1);
 }
 
 static int handle_script(lua_State *L, char **argv) {
@@ -223,43 +227,12 @@ static int handle_script(lua_State *L, char **argv) {
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0) {
     fname = NULL;  // stdin
   }
-  int status = luaL_loadfilex(L, fname, "t");
-  if (status == LUA_OK) {
-    int n = pushargs(L);
-    status = docall(L, n, LUA_MULTRET);
+  int n = 0;
+  if (lua_getglobal(L, "arg") == LUA_TTABLE) {
+    n = (int)lua_rawlen(L, -1);
   }
-  return report(L, status);
-}
-
-// Runs a built-in command through tp.cmd.main(name, args); returns the process exit status.
-static int handle_command(lua_State *L, char **argv, int argc) {
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "tp.cmd");
-  int status = docall(L, 1, 1);
-  if (status != LUA_OK) {
-    report(L, status);
-    return exit_status_for(status);
-  }
-  lua_getfield(L, -1, "main");
-  lua_remove(L, -2);
-  lua_pushstring(L, argv[0]);
-  lua_createtable(L, argc - 1, 0);
-  for (int i = 1; i < argc; i++) {
-    lua_pushstring(L, argv[i]);
-    lua_rawseti(L, -2, i);
-  }
-  status = docall(L, 2, 1);
-  if (status != LUA_OK) {
-    report(L, status);
-    return exit_status_for(status);
-  }
-  int isnum = 0;
-  lua_Integer code = lua_tointegerx(L, -1, &isnum);
   lua_pop(L, 1);
-  if (!isnum) {
-    return EXIT_SUCCESS;
-  }
-  return code < 0 || code > 255 ? EXIT_FAILURE : (int)code;
+  return run_file(fname, n, argv + 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -353,7 +326,7 @@ static int runargs(lua_State *L, char **argv, int n) {
           extra = argv[++i];
         }
         int status = option == 'e' ? dostring(L, extra, "=(command line)") : dolibrary(L, extra);
-        if (status != LUA_OK) {
+        if (status != TPLUA_OK) {
           return 0;
         }
         break;
@@ -376,126 +349,12 @@ static int handle_luainit(lua_State *L) {
     init = getenv(name + 1);
   }
   if (init == NULL) {
-    return LUA_OK;
+    return TPLUA_OK;
   }
   if (init[0] == '@') {
     return dofile(L, init + 1);
   }
   return dostring(L, init, name);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Finding the stdlib (STYLE.md §1): TPLUA_PATH, <exe>/../share/tplua/lua, the source tree, the
-// compiled-in install prefix. The chosen directory is prepended to package.path.
-
-static int has_stdlib(const char *dir) {
-  char probe[PATH_MAX];
-  int n = snprintf(probe, sizeof probe, "%s/tp/init.lua", dir);
-  struct stat st;
-  return n > 0 && (size_t)n < sizeof probe && stat(probe, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static int exe_dir(char *out, size_t size) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    return 0;
-  }
-  exe[n] = '\0';
-  char *slash = strrchr(exe, '/');
-  if (!slash) {
-    return 0;
-  }
-  *slash = '\0';
-  int w = snprintf(out, size, "%s", exe);
-  return w > 0 && (size_t)w < size;
-}
-
-// Modules that moved into packages (stdlib/tp/_moved.lua maps old name -> new name): `require
-// 'tp.config'` loads 'tp.plan.config', the same table. The searcher comes right after the preload
-// one, so an old name never finds a stale file of that name further down the user's path.
-static int moved_loader(lua_State *L) {
-  lua_getglobal(L, "require");
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_call(L, 1, 1);
-  return 1;
-}
-
-static int moved_searcher(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
-  if (strncmp(name, "tp.", 3) != 0 || strcmp(name, "tp._moved") == 0) {
-    return 0;
-  }
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "tp._moved");
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
-    return 0;  // a stdlib without the map (TPLUA_PATH at a test tree): nothing moved
-  }
-  if (lua_getfield(L, -1, name) != LUA_TSTRING) {
-    lua_pushfstring(L, "no module '%s' in tp._moved", name);
-    return 1;
-  }
-  lua_pushcclosure(L, moved_loader, 1);  // the loader closes over the new name
-  lua_getfield(L, -2, name);             // its second value: the new name
-  return 2;
-}
-
-static void add_moved_searcher(lua_State *L) {
-  lua_getglobal(L, "package");
-  lua_getfield(L, -1, "searchers");
-  for (lua_Integer i = (lua_Integer)lua_rawlen(L, -1); i >= 2; i--) {
-    lua_rawgeti(L, -1, i);
-    lua_rawseti(L, -2, i + 1);
-  }
-  lua_pushcfunction(L, moved_searcher);
-  lua_rawseti(L, -2, 2);
-  lua_pop(L, 2);
-}
-
-static void set_stdlib_path(lua_State *L, int ignore_env) {
-  char candidate[PATH_MAX];
-  const char *dir = NULL;
-  const char *env = ignore_env ? NULL : getenv("TPLUA_PATH");
-  if (env && *env) {
-    dir = env;  // trusted as given, even if it lacks tp/ (tests point it at fixtures)
-  }
-  if (!dir) {
-    char exedir[PATH_MAX];
-    if (exe_dir(exedir, sizeof exedir)) {
-      int n = snprintf(candidate, sizeof candidate, "%s/../share/tplua/lua", exedir);
-      if (n > 0 && (size_t)n < sizeof candidate && has_stdlib(candidate)) {
-        char *real = realpath(candidate, NULL);
-        if (real) {
-          snprintf(candidate, sizeof candidate, "%s", real);
-          free(real);
-        }
-        dir = candidate;
-      }
-    }
-  }
-  if (!dir && has_stdlib(TPLUA_SOURCE_STDLIB)) {
-    dir = TPLUA_SOURCE_STDLIB;
-  }
-  if (!dir) {
-    dir = TPLUA_INSTALL_STDLIB;
-  }
-  lua_pushstring(L, dir);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &stdlib_key);
-
-  lua_getglobal(L, "package");  // [package]
-  lua_getfield(L, -1, "path");  // [package, path]
-  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
-  lua_setfield(L, -3, "path");
-  lua_pop(L, 2);
-}
-
-static void register_modules(lua_State *L) {
-  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);  // [preload]
-  for (int i = 0; modules[i].name; i++) {
-    lua_pushcfunction(L, modules[i].open);
-    lua_setfield(L, -2, modules[i].name);
-  }
-  lua_pop(L, 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -891,11 +750,16 @@ static void doREPL(lua_State *L) {
   while ((status = loadline(L)) != -1) {
     if (status == LUA_OK) {
       status = docall(L, 0, LUA_MULTRET);
+    } else {
+      status = TPLUA_ERROR;  // a syntax error, its message on the stack
     }
-    if (status == LUA_OK) {
+    if (status == TPLUA_OK) {
       l_print(L);
     } else {
       report(L, status);
+      if (status == TPLUA_EXIT) {
+        break;  // os.exit() at the prompt
+      }
     }
   }
   repl_running = 0;
@@ -908,61 +772,35 @@ static void doREPL(lua_State *L) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// tp._host: what Lua code may ask of the host.
+// What this host adds to tp._host: the interactive prompt.
 
-// host.repl() -> nil: runs the interactive loop on this state until end of input.
+// host.repl() -> nil: runs the interactive loop on this state until end of input (an os.exit()
+// typed there ends the command that called it with that status).
 static int host_repl(lua_State *L) {
   if (repl_running) {
     return luaL_error(L, "the REPL is already running");
   }
   doREPL(L);
+  if (g_exit_status >= 0) {
+    lua_getglobal(L, "os");
+    lua_getfield(L, -1, "exit");
+    lua_pushinteger(L, g_exit_status);
+    g_exit_status = -1;
+    lua_call(L, 1, 0);  // the engine's os.exit: raises, the command ends with the status
+  }
   return 0;
 }
 
-// host.stdlib_dir() -> string
-static int host_stdlib_dir(lua_State *L) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &stdlib_key);
-  return 1;
-}
-
-// host.exe_path() -> string | nil
-static int host_exe_path(lua_State *L) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    luaL_pushfail(L);
-    return 1;
+static void install_host_repl(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tp._host");
+  if (docall(L, 1, 1) != TPLUA_OK) {
+    report(L, TPLUA_ERROR);
+    return;
   }
-  lua_pushlstring(L, exe, (size_t)n);
-  return 1;
-}
-
-// host.interrupted() -> 'SIGINT' | 'SIGTERM' | false: whether the last call was interrupted, by
-// the SIGINT hook here or by a signal a tp.proc loop caught and forwarded (engine/proc.c).
-static int host_interrupted(lua_State *L) {
-  int sig = g_interrupted ? SIGINT : tp_proc_interrupted();
-  if (sig) {
-    lua_pushstring(L, tp_proc_signal_name(sig));
-  } else {
-    lua_pushboolean(L, 0);
-  }
-  return 1;
-}
-
-static int luaopen_tp__host(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-      {"exe_path", host_exe_path},
-      {"interrupted", host_interrupted},
-      {"repl", host_repl},
-      {"stdlib_dir", host_stdlib_dir},
-      {NULL, NULL},
-  };
-  luaL_newlib(L, funcs);
-  lua_pushliteral(L, TPLUA_VERSION);
-  lua_setfield(L, -2, "version");
-  lua_pushliteral(L, LUA_RELEASE);
-  lua_setfield(L, -2, "lua_version");
-  return 1;
+  lua_pushcfunction(L, host_repl);
+  lua_setfield(L, -2, "repl");
+  lua_pop(L, 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -971,8 +809,8 @@ static int luaopen_tp__host(lua_State *L) {
 // A built-in command name: lowercase letters, digits, '-' and '_', not a file.
 static int is_command(const char *s) {
   struct stat st;
-  if (stat(s, &st) == 0) {
-    return 0;
+  if (stat(s, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return 0;  // a file of that name is a script; a directory (report/, trace/) is no script
   }
   if (!(*s >= 'a' && *s <= 'z')) {
     return 0;
@@ -985,65 +823,49 @@ static int is_command(const char *s) {
   return 1;
 }
 
-static int pmain(lua_State *L) {
-  int argc = (int)lua_tointeger(L, 1);
-  char **argv = (char **)lua_touserdata(L, 2);
-  int script = 0;
-  int args = collectargs(argv, &script);
-  luaL_checkversion(L);
-  if (args == HAS_ERROR) {
-    const char *bad = argv[script];
-    if (bad && (bad[1] == 'e' || bad[1] == 'l')) {
-      fprintf(stderr, "%s: '%s' needs argument\n", progname, bad);
-    } else {
-      fprintf(stderr, "%s: unrecognized option '%s'\n", progname, bad ? bad : "");
-    }
-    print_usage(stderr);
-    lua_pushinteger(L, 2);
-    return 1;
-  }
-  if (args & HAS_BIGE) {
-    lua_pushboolean(L, 1);
-    lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
-  }
-  luaL_openlibs(L);
-  register_modules(L);
-  luaL_requiref(L, "tp._host", luaopen_tp__host, 0);
-  lua_pop(L, 1);
-  set_stdlib_path(L, args & HAS_BIGE);
-  add_moved_searcher(L);
-  createargtable(L, argv, argc, script);
-  const char *stress = (args & HAS_BIGE) ? NULL : getenv("TPLUA_GC_STRESS");
-  if (stress && *stress && strcmp(stress, "0") != 0) {
-    lua_gc(L, LUA_GCINC, 1, 1000, 0);  // about one cycle per allocation: flushes missing anchors
-  } else {
-    lua_gc(L, LUA_GCGEN, 0, 0);
-  }
+typedef struct Cli {
+  int argc;
+  char **argv;
+  int script;  // index of the script or command in argv (argc when none)
+  int args;    // HAS_* flags
+} Cli;
+
+// Everything after the engine exists, run protected (as lua.c's pmain); pushes the exit status.
+static int cli_main(lua_State *L) {
+  const Cli *c = lua_touserdata(L, 1);
+  char **argv = c->argv;
+  int script = c->script;
+  int args = c->args;
+  createargtable(L, argv, c->argc, script);
+  install_host_repl(L);
   if (args & HAS_H) {
     print_usage(stdout);
     lua_pushinteger(L, 0);
     return 1;
   }
   if (args & HAS_V) {
-    print_version(L);
+    print_version();
   }
-  if (!(args & HAS_BIGE) && handle_luainit(L) != LUA_OK) {
-    lua_pushinteger(L, exit_status_for(LUA_ERRRUN));
-    return 1;
+  int status = (args & HAS_BIGE) ? TPLUA_OK : handle_luainit(L);
+  if (status == TPLUA_OK && !runargs(L, argv, script)) {
+    status = TPLUA_ERROR;
   }
-  if (!runargs(L, argv, script)) {
-    lua_pushinteger(L, exit_status_for(LUA_ERRRUN));
+  if (status != TPLUA_OK || g_exit_status >= 0) {
+    lua_pushinteger(L, g_exit_status >= 0 ? g_exit_status : exit_status_for(status));
     return 1;
   }
   if (script > 0 && argv[script] != NULL) {
     if (strcmp(argv[script], "-") != 0 && strcmp(argv[script - 1], "--") != 0 &&
         is_command(argv[script])) {
-      lua_pushinteger(L, handle_command(L, argv + script, argc - script));
+      lua_pushinteger(L, run_command(c->argc - script, argv + script));
       return 1;
     }
-    int status = handle_script(L, argv + script);
-    if (status != LUA_OK) {
-      lua_pushinteger(L, exit_status_for(status));
+    if (args & HAS_I) {
+      watch_exit(L);
+    }
+    int code = handle_script(L, argv + script);
+    if (code != EXIT_SUCCESS || g_script_exited) {
+      lua_pushinteger(L, code);
       return 1;
     }
   }
@@ -1052,38 +874,57 @@ static int pmain(lua_State *L) {
   } else if (script < 1 || argv[script] == NULL) {
     if (!(args & (HAS_E | HAS_V))) {
       if (isatty(STDIN_FILENO)) {
-        print_version(L);
+        print_version();
         doREPL(L);
       } else {
-        int status = dofile(L, NULL);
-        if (status != LUA_OK) {
-          lua_pushinteger(L, exit_status_for(status));
+        int code = run_file(NULL, 0, NULL);
+        if (code != EXIT_SUCCESS) {
+          lua_pushinteger(L, code);
           return 1;
         }
       }
     }
   }
-  lua_pushinteger(L, EXIT_SUCCESS);
+  lua_pushinteger(L, g_exit_status >= 0 ? g_exit_status : EXIT_SUCCESS);
   return 1;
 }
 
 int main(int argc, char **argv) {
-  lua_State *L = luaL_newstate();
-  if (L == NULL) {
-    l_message(argv[0], "cannot create state: not enough memory");
+  Cli c = {.argc = argc, .argv = argv, .script = 0, .args = 0};
+  c.args = collectargs(argv, &c.script);
+  if (c.args == HAS_ERROR) {
+    const char *bad = argv[c.script];
+    if (bad && (bad[1] == 'e' || bad[1] == 'l')) {
+      fprintf(stderr, "%s: '%s' needs argument\n", progname, bad);
+    } else {
+      fprintf(stderr, "%s: unrecognized option '%s'\n", progname, bad ? bad : "");
+    }
+    print_usage(stderr);
+    return 2;
+  }
+  tplua_options opts;
+  tplua_options_init(&opts);
+  opts.progname = progname;
+  opts.ignore_env = (c.args & HAS_BIGE) != 0;
+  int status = tplua_new(&g_engine, &opts);
+  if (status != TPLUA_OK) {
+    l_message(argv[0], status == TPLUA_ENOMEM ? "cannot create state: not enough memory"
+                                              : tplua_strerror(status));
     return EXIT_FAILURE;
   }
-  lua_pushcfunction(L, pmain);
-  lua_pushinteger(L, argc);
-  lua_pushlightuserdata(L, argv);
-  int status = lua_pcall(L, 2, 1, 0);
+  lua_State *L = tplua_state(g_engine);
+  globalL = L;
   int code = EXIT_FAILURE;
-  if (status == LUA_OK) {
+  lua_pushcfunction(L, cli_main);
+  lua_pushlightuserdata(L, &c);
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
     code = (int)lua_tointeger(L, -1);
   } else {
-    report(L, status);
+    l_message(progname, lua_tostring(L, -1));
   }
+  lua_pop(L, 1);
   fflush(stdout);
-  lua_close(L);
+  tplua_close(g_engine);
+  g_engine = NULL;
   return code;
 }
