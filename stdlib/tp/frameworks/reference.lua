@@ -55,6 +55,21 @@ function M.python()
   return 'python3'
 end
 
+--- The device the trainer is told to use: $TPLUA_REFTRAIN_DEVICE (`cpu`, `cuda`: a CUDA or a
+--- ROCm GPU through torch, or `auto`), given to it as --device; nil when unset (the trainer's
+--- own default, auto: the GPU when torch sees one). Any other value raises.
+---@return string|nil
+function M.device()
+  local env = os.getenv('TPLUA_REFTRAIN_DEVICE')
+  if env == nil or env == '' then
+    return nil
+  end
+  if env ~= 'auto' and env ~= 'cpu' and env ~= 'cuda' then
+    fail("reference: TPLUA_REFTRAIN_DEVICE: '%s' is not a device (auto, cpu, cuda)", env)
+  end
+  return env
+end
+
 --- Builds the command of one reference-trainer process (one rank; tp.launch starts the ranks:
 --- torchrun, `tplua ranks`, or one Slurm task per GPU, since the trainer reads RANK /
 --- SLURM_PROCID itself).
@@ -136,6 +151,10 @@ function M.build(config)
   add('--clip-grad', t.grad_clip)
   add('--log-interval', t.log_interval)
   add(t.precision == 'fp16' and '--fp16' or '--bf16')
+  local device = M.device()
+  if device then
+    add('--device', device)
+  end
   if kind then
     add('--mock-data')
     add('--synthetic-kind', kind)
