@@ -3,6 +3,7 @@
 // dumps (the driver's dotted recipe paths) are read with the other dumps (logscan_args.c).
 #include "logscan_nemo.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -146,9 +147,70 @@ int ls_nemo_printer_line(TpLogScan *s, const LsLine *L) {
   return ls_line_rec_store(s, L, !L->terminated, LS_FAM_NEMO);
 }
 
+// A postfix value printed rounded: tqdm's format_num writes a number with 3 significant digits
+// ('{:.3g}', exponent without leading zeros) when that is shorter than str(n), so a step of 5
+// digits or more may print as "3.1e+4" (any of 30950..31050) or "3.41e+5". True, with the half
+// width of the values it may stand for, when `val` (read as `v`) has an exponent and fewer
+// significant digits than its magnitude needs (never fewer than tqdm's 3 counted).
+static bool bar_rounded(LsText val, double v, double *half) {
+  const char *e = memchr(val.p, 'e', val.n);
+  if (!e) {
+    e = memchr(val.p, 'E', val.n);
+  }
+  if (!e || !(v >= 0 && v < 9007199254740992.0)) {
+    return false;
+  }
+  int digits = 0;
+  bool leading = true;
+  for (const char *q = val.p; q < e; q++) {
+    if (*q >= '1' && *q <= '9') {
+      leading = false;
+    }
+    if (*q >= '0' && *q <= '9' && !leading) {
+      digits++;
+    }
+  }
+  size_t i = (size_t)(e - val.p) + 1;
+  bool neg = i < val.n && val.p[i] == '-';
+  if (i < val.n && (val.p[i] == '+' || val.p[i] == '-')) {
+    i++;
+  }
+  long x = 0;
+  while (i < val.n && val.p[i] >= '0' && val.p[i] <= '9' && x < 100) {
+    x = x * 10 + (val.p[i++] - '0');
+  }
+  int unit = (int)(neg ? -x : x) - ((digits > 3 ? digits : 3) - 1);
+  if (unit <= 0) {
+    return false;  // the digits shown reach the units: the value is exact
+  }
+  double h = 0.5;
+  for (int k = 0; k < unit && h < 1e300; k++) {
+    h *= 10;
+  }
+  *half = h;
+  return true;
+}
+
+// The iteration of a bar refresh whose global_step printed rounded (`approx`, +-`half`), from
+// its exact counter `cur`: the counter plus the offset global_step - counter of the last record
+// of this bar stored with both; without one, the counter itself (as for a bar without
+// global_step), moved to the nearest step the printed value may stand for when it is outside
+// (a counter that restarted with a new epoch), and that offset then kept for the bar.
+static double bar_iteration(const TpLogScan *s, long ep, long cur, double approx, double half) {
+  if (s->bar_known && s->bar_ep == ep && s->bar_restart == s->epoch) {
+    return (double)cur + s->bar_off;
+  }
+  double it = (double)cur, lo = ceil(approx - half), hi = floor(approx + half);
+  return it < lo ? lo : it > hi ? hi : it;
+}
+
 // TQDM bar (nemo/lightning/pytorch/callbacks/progress_bar.py, MegatronProgressBar; NeMo 1 uses
 // Lightning's TQDMProgressBar): "Epoch E: <pct>%|<bar>| n/total [elapsed<remaining, rate,
 // key=value, ...]". Postfix values are tqdm's 3-significant-digit forms ("2e+3", "1.28e+6").
+// A global_step printed rounded is no step number: consecutive refreshes repeat it. Such a
+// record takes its iteration from the bar's exact counter (bar_iteration), keeps the printed
+// value as the text global_step_approx, and is replaced by a later refresh of the same counter
+// (Lightning redraws the bar with the new counter first, then with the step's postfix).
 int ls_nemo_bar_line(TpLogScan *s, const LsLine *L) {
   const char *p = L->p;
   size_t n = L->n;
@@ -197,8 +259,8 @@ int ls_nemo_bar_line(TpLogScan *s, const LsLine *L) {
   if (ts) {
     tp_logscan_rec_timestamp(s, ts->p, ts->n);
   }
-  bool loss_set = false, step_set = false, have_step = false;
-  double rate_step = 0;
+  bool loss_set = false, step_set = false, have_step = false, rounded = false;
+  double rate_step = 0, approx = 0, half = 0;
   size_t j = ob + 1;
   bool first_item = true;
   while (j < cb && rc == 0) {
@@ -217,6 +279,12 @@ int ls_nemo_bar_line(TpLogScan *s, const LsLine *L) {
       LsText key = ls_trim(item.p, (size_t)(eq - item.p));
       LsText val = ls_trim(eq + 1, item.n - (size_t)(eq - item.p) - 1);
       if (LS_TEQ(key, "v_num") && val.n == 0) {
+        continue;
+      }
+      if (LS_TEQ(key, "global_step") && ls_value_only_num(val, &v) && bar_rounded(val, v, &half)) {
+        rounded = true;
+        approx = v;
+        rc = tp_logscan_rec_extra(s, "global_step_approx", 18, val.p, val.n);
         continue;
       }
       if (val.n > 0) {
@@ -245,11 +313,14 @@ int ls_nemo_bar_line(TpLogScan *s, const LsLine *L) {
     return rc;
   }
   bool has_step = s->pend.present >> TP_LOG_F_ITERATION & 1;
-  if (!has_step && !loss_set && s->pend.nlosses == 0) {
+  if (!has_step && !rounded && !loss_set && s->pend.nlosses == 0) {
     s->pend.active = false;  // a bar without training metrics (validation, sanity check)
     return 0;
   }
-  if (!has_step && cur >= 0) {
+  if (rounded && cur >= 0) {
+    tp_logscan_rec_set(s, TP_LOG_F_ITERATION, bar_iteration(s, ep, cur, approx, half));
+    s->pend.from_counter = true;
+  } else if (!has_step && !rounded && cur >= 0) {
     // No global_step in the postfix: the bar's counter (batches done in this epoch) is the step.
     tp_logscan_rec_set(s, TP_LOG_F_ITERATION, (double)cur);
   }
@@ -258,7 +329,19 @@ int ls_nemo_bar_line(TpLogScan *s, const LsLine *L) {
     tp_logscan_rec_derived(s, true);
   }
   nemo_fallback_loss(s, loss_set);
-  return ls_line_rec_store(s, L, !L->terminated, LS_FAM_NEMO);
+  bool calibrates =
+      cur >= 0 && (rounded || has_step) && (s->pend.present >> TP_LOG_F_ITERATION & 1);
+  double off = calibrates ? s->pend.v[TP_LOG_F_ITERATION] - (double)cur : 0;
+  uint64_t stored = s->nstored;
+  rc = ls_line_rec_store(s, L, !L->terminated, LS_FAM_NEMO);
+  if (calibrates && s->nstored != stored) {
+    // Stored (not dropped as a copy): its global_step - counter holds for this bar from now on.
+    s->bar_known = true;
+    s->bar_ep = ep;
+    s->bar_restart = s->epoch;
+    s->bar_off = off;
+  }
+  return rc;
 }
 
 // --- Evaluation loops -------------------------------------------------------------------------

@@ -193,6 +193,7 @@ static void compact_ranks(TpLogScan *s) {
   s->nrecs = j;
   s->reported = reported;
   s->last_has = false;
+  s->last_from_counter = false;
   for (size_t i = s->nrecs; i-- > 0;) {
     const LsRec *r = &s->recs[i];
     if (r->present >> TP_LOG_F_ITERATION & 1) {
@@ -289,11 +290,14 @@ int tp_logscan_rec_commit(TpLogScan *s) {
   }
   // Copies (other ranks without prefix, forwarded lines, several nodes' local rank 0): a record
   // with the iteration of the previous kept one, with no restart in between, is dropped, unless
-  // the kept one had no loss and this one has (a PP non-last stage printed first): it replaces it.
+  // the kept one had no loss and this one has (a PP non-last stage printed first), or the kept
+  // one's iteration came from a progress bar's counter (a later refresh of the same step, with
+  // the step's own postfix): then it replaces it.
   bool has_iter = p->present >> TP_LOG_F_ITERATION & 1;
   if (has_iter && s->last_has && s->last_epoch == s->epoch &&
       s->last_iter == p->v[TP_LOG_F_ITERATION]) {
-    if (!has_loss || s->last_loss || s->nrecs == 0) {
+    bool replace = s->last_from_counter || (has_loss && !s->last_loss);
+    if (!replace || s->nrecs == 0) {
       return 0;
     }
     const LsRec *prev = &s->recs[s->nrecs - 1];
@@ -365,11 +369,13 @@ int tp_logscan_rec_commit(TpLogScan *s) {
   r->key = p->key;
   r->epoch = s->epoch;
   s->nrecs++;
+  s->nstored++;
   if (has_iter) {
     s->last_has = true;
     s->last_iter = p->v[TP_LOG_F_ITERATION];
     s->last_epoch = s->epoch;
     s->last_loss = has_loss;
+    s->last_from_counter = p->from_counter;
   }
   return 0;
 }

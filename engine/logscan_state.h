@@ -22,10 +22,11 @@ typedef struct LsPend {
   char ts[64];
   size_t ts_len;
   bool has_key;
-  int64_t key;       // rank key for the multi-rank rule
-  bool cut;          // the line stops mid-field
-  bool megatron;     // Megatron-family line (NaN rule of LOG_FORMATS.md 2.2 applies)
-  bool loss_region;  // the segments after the losses were reached (loss absence is real)
+  int64_t key;        // rank key for the multi-rank rule
+  bool cut;           // the line stops mid-field
+  bool megatron;      // Megatron-family line (NaN rule of LOG_FORMATS.md 2.2 applies)
+  bool loss_region;   // the segments after the losses were reached (loss absence is real)
+  bool from_counter;  // the iteration was read from a progress bar's counter, not printed
 } LsPend;
 
 // A stored record: values of the present fields in field order in dpool, strings in spool.
@@ -123,6 +124,17 @@ struct TpLogScan {
   bool tt_pp_seen;  // a placeholder loss was seen: pipeline parallel, pp > 1
   bool sel_loss;    // the selected rank's kept records carry a loss (PP: the last stage)
   bool last_loss;   // the previous kept record has a loss
+  // The previous kept record's iteration came from a progress bar's counter: a later refresh
+  // of the same bar with the same iteration replaces it (its postfix is the newer one).
+  bool last_from_counter;
+  uint64_t nstored;  // records stored so far, replacements included
+
+  // NeMo / Lightning TQDM bar: global_step - counter, from the last record stored with both
+  // (logscan_nemo.c), for the bar of epoch bar_ep within restart epoch bar_restart.
+  bool bar_known;
+  long bar_ep;
+  uint32_t bar_restart;
+  double bar_off;
 
   // Other extracted data.
   LsArgs args[2];

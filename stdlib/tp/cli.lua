@@ -2,6 +2,76 @@
 -- errors, the RECIPE argument. The commands themselves are dispatched by tp.cmd.
 local M = {}
 
+-- The optimal string alignment distance of a and b: insertions, deletions, substitutions and
+-- transpositions of neighbours ('trcae' -> 'trace' is 1).
+local function distance(a, b)
+  local la, lb = #a, #b
+  local d = {}
+  for i = 0, la do
+    d[i] = { [0] = i }
+  end
+  for j = 1, lb do
+    d[0][j] = j
+  end
+  for i = 1, la do
+    for j = 1, lb do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
+    end
+  end
+  return d[la][lb]
+end
+
+--- The candidate that `word` was most likely meant to be: the one nearest by edit distance
+--- (insertion, deletion, substitution, swap of neighbours), when it is near enough (a third of
+--- the word's length, at least 1, and less than the word itself) and clearly the nearest (no
+--- other candidate as near); else nil.
+---```lua
+---cli.suggest('trcae', { 'trace', 'report', 'run' })   --> 'trace'
+---```
+---@param word string
+---@param candidates string[]
+---@return string|nil
+function M.suggest(word, candidates)
+  local best, best_d, tie
+  for _, c in ipairs(candidates) do
+    local d = distance(word, c)
+    if not best_d or d < best_d then
+      best, best_d, tie = c, d, false
+    elseif d == best_d and c ~= best then
+      tie = true
+    end
+  end
+  if not best or tie or best_d >= #word or best_d > math.max(1, #word // 3) then
+    return nil
+  end
+  return best
+end
+
+-- The long options of a parse spec, as typed ('--dry-run').
+local function option_names(spec)
+  local out = {}
+  for k in pairs(spec) do
+    out[#out + 1] = (k:gsub('_', '-'))
+  end
+  table.sort(out)
+  return out
+end
+
+-- "unknown option '--josn'", with "; did you mean '--json'?" when one option is clearly meant.
+local function unknown_option(typed, name, spec)
+  local msg = string.format("unknown option '%s'", typed)
+  local near = M.suggest(name, option_names(spec))
+  if near then
+    msg = string.format("%s; did you mean '--%s'?", msg, near)
+  end
+  return msg
+end
+
 --- Parses command-line flags. `spec` maps a flag name to 'boolean', 'string', 'number',
 --- 'integer' or 'list' (repeatable string). Returns opts, positional or nil, message.
 ---```lua
@@ -26,7 +96,7 @@ function M.parse(args, spec)
       local key = name:gsub('%-', '_')
       local kind = spec[key]
       if kind == nil then
-        return nil, string.format("unknown option '--%s'", name)
+        return nil, unknown_option('--' .. name, name, spec)
       end
       if kind == 'boolean' then
         if inline then
@@ -65,7 +135,7 @@ function M.parse(args, spec)
         return nil, "unknown option '-h'"
       end
     elseif a:sub(1, 1) == '-' and a ~= '-' then
-      return nil, string.format("unknown option '%s'", a)
+      return nil, unknown_option(a, a:match('^%-+([^=]*)') or a, spec)
     else
       rest[#rest + 1] = a
     end

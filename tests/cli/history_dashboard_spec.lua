@@ -79,6 +79,16 @@ local function pixels(png, box)
   return { tonumber(w), tonumber(hh), tonumber(ink), tonumber(col) }
 end
 
+-- A history that holds no run: made by an add that finds no record (a history that does not
+-- exist is refused by the dashboard).
+local function empty_history()
+  local dir = h.tmpdir()
+  local target = dir .. '/empty.db'
+  local r = h.run({ 'history', 'add', dir, '--db', target })
+  assert.are.equal(0, r.code, r.stderr)
+  return target
+end
+
 describe('tplua history dashboard', function()
   local db, out, amd, nvd
   setup(function()
@@ -200,8 +210,7 @@ describe('tplua history dashboard', function()
 
     -- The counter on a page with nothing drawn there: an empty history's dashboard.
     local empty_out = h.tmpdir() .. '/empty'
-    local e = h.run({ 'history', 'dashboard', '--out', empty_out, '--db',
-      h.tmpdir() .. '/empty.db' })
+    local e = h.run({ 'history', 'dashboard', '--out', empty_out, '--db', empty_history() })
     assert.are.equal(0, e.code, e.stderr)
     local eshot = h.tmpdir() .. '/empty.png'
     chromium({ '--screenshot=' .. eshot }, 'file://' .. empty_out .. '/index.html')
@@ -210,8 +219,7 @@ describe('tplua history dashboard', function()
 
   it('says so for an empty history, and draws another metric', function()
     local empty_out = h.tmpdir() .. '/e'
-    local r = h.run({ 'history', 'dashboard', '--out', empty_out, '--db',
-      h.tmpdir() .. '/none.db' })
+    local r = h.run({ 'history', 'dashboard', '--out', empty_out, '--db', empty_history() })
     assert.are.equal(0, r.code, r.stderr)
     local html = h.read(empty_out .. '/index.html')
     assert.truthy(has(html, 'The history holds no runs with this metric yet'))

@@ -220,6 +220,93 @@ describe('tplua history', function()
     assert.are.equal(0, history({ '--help' }).code)
   end)
 
+  it('refuses a missing, empty or mistyped history for list, show, check and dashboard', function()
+    local dir = h.tmpdir()
+    local reads = { { 'list' }, { 'show', 'amd/' }, { 'check' }, { 'check', '--fail-on', '2' },
+      { 'check', '--json', '--fail-on', '2' }, { 'dashboard', '--out', dir .. '/site' } }
+    h.write(dir .. '/empty.db', '')
+    for _, target in ipairs({ dir .. '/typo.db', dir .. '/empty.db' }) do
+      for _, args in ipairs(reads) do
+        local what = target .. ' ' .. table.concat(args, ' ')
+        local argv = { table.unpack(args) }
+        argv[#argv + 1] = '--db'
+        argv[#argv + 1] = target
+        local r = history(argv)
+        assert.are.equal(1, r.code, what .. ': ' .. r.stdout .. r.stderr)
+        assert.are.equal('', r.stdout, what)
+        assert.is_true(has(r.stderr, 'tplua history: no history at ' .. target .. ': '), what
+          .. ': ' .. r.stderr)
+        assert.is_true(has(r.stderr, "'tplua history add' creates one"), r.stderr)
+        -- Mistyped in TPLUA_HISTORY: the message says where the name came from.
+        local e = history(args, { TPLUA_HISTORY = target })
+        assert.are.equal(1, e.code, what)
+        assert.is_true(has(e.stderr, 'no history at ' .. target .. ' (TPLUA_HISTORY): '), e.stderr)
+      end
+    end
+    assert.is_false(fs.exists(dir .. '/typo.db'))
+    assert.are.equal(0, fs.stat(dir .. '/empty.db').size)
+    assert.is_false(fs.exists(dir .. '/site'))
+    -- The default file under XDG_DATA_HOME is not made by a read either.
+    local data = dir .. '/data'
+    local d = history({ 'check', '--fail-on', '2' }, { XDG_DATA_HOME = data })
+    assert.are.equal(1, d.code, d.stderr)
+    assert.is_true(has(d.stderr, 'no history at ' .. data .. '/tplua/history.db (the default '
+      .. 'history): no such file'), d.stderr)
+    assert.is_false(fs.exists(data))
+    -- add and note create it.
+    local n = history({ 'note', '*', '2026-11-20', 'new', 'cooling', '--db', dir .. '/typo.db' })
+    assert.are.equal(0, n.code, n.stderr)
+    assert.are.equal(0, history({ 'list', '--db', dir .. '/typo.db' }).code)
+    assert.are.equal(0, history({ 'add', EXAMPLES, '--db', dir .. '/empty.db' }).code)
+    assert.are.equal(6, count_runs(dir .. '/empty.db'))
+  end)
+
+  it('fails check --fail-on when it checked no series, saying why', function()
+    local dir = h.tmpdir()
+    -- A history with no series: made by an add that found no record.
+    fs.mkdir_p(dir .. '/nothing')
+    local a = history({ 'add', dir .. '/nothing', '--db', dir .. '/none.db' })
+    assert.are.equal(0, a.code, a.stderr)
+    local r = history({ 'check', '--fail-on', '2', '--db', dir .. '/none.db' })
+    assert.are.equal(1, r.code, r.stdout .. r.stderr)
+    assert.is_true(has(r.stderr, 'tplua history: check --fail-on 2: no series was checked: the '
+      .. 'history has no series'), r.stderr)
+    assert.is_true(has(r.stdout, '--fail-on 2%: FAILED: no series was checked'), r.stdout)
+    -- Without --fail-on the report gates nothing.
+    assert.are.equal(0, history({ 'check', '--db', dir .. '/none.db' }).code)
+    -- Series with 3 runs each: too few for either test.
+    local few = dir .. '/few.db'
+    assert.are.equal(0, history({ 'add', EXAMPLES, '--db', few }).code)
+    local f = history({ 'check', '--fail-on', '2', '--db', few })
+    assert.are.equal(1, f.code, f.stdout .. f.stderr)
+    assert.is_true(has(f.stderr, 'no series was checked: each of the 2 series has too few runs '
+      .. 'with tokens_per_s_per_gpu (the latest-runs test needs 4, change points 10)'), f.stderr)
+    local j = history({ 'check', '--fail-on', '2', '--json', '--db', few })
+    assert.are.equal(1, j.code)
+    local doc = assert(json.decode(j.stdout))
+    assert.are.equal(0, doc.checked)
+    assert.are.equal(true, doc.failed)
+    assert.is_truthy(doc.nothing_checked:find('no series was checked', 1, true))
+    -- 30 nights, but a --since that leaves none of them.
+    nightly(dir .. '/runs', 30, 31, 0)
+    local db30 = dir .. '/n.db'
+    assert.are.equal(0, history({ 'add', dir .. '/runs', '--db', db30 }).code)
+    local ok = history({ 'check', '--fail-on', '2', '--db', db30 })
+    assert.are.equal(0, ok.code, ok.stdout .. ok.stderr)
+    local late = history({ 'check', '--fail-on', '2', '--since', '2030-01-01', '--db', db30 })
+    assert.are.equal(1, late.code, late.stdout .. late.stderr)
+    assert.is_true(has(late.stderr, 'the only series has too few runs with tokens_per_s_per_gpu '
+      .. 'since 2030-01-01'), late.stderr)
+  end)
+
+  it('says in its help what the dashboard draws', function()
+    local r = history({ '--help' })
+    assert.are.equal(0, r.code)
+    assert.is_false(has(r.stdout, 'plot per series'), r.stdout)
+    assert.is_true(has(r.stdout, 'one chart per group of comparable series (same model, config '
+      .. 'hash and'), r.stdout)
+  end)
+
   it('gives the REPL the history: H = tp.history.open(); H:series{...} prints as a table',
     function()
       local dir = h.tmpdir()
@@ -273,8 +360,10 @@ describe('tplua history on PostgreSQL', function()
       assert.are.equal(0, show.code, show.stderr)
       assert.is_true(has(show.stdout, 'nvd-megatron-2b8ed7d97d77-r1'), show.stdout)
       assert.is_true(has(show.stdout, 'new cooling  (every series)'), show.stdout)
+      -- Three runs a series: too few to check, so a gate on it does not pass.
       local check = history({ 'check', '--fail-on', '3', '--db', url })
-      assert.are.equal(0, check.code, check.stdout .. check.stderr)
+      assert.are.equal(1, check.code, check.stdout .. check.stderr)
+      assert.is_true(has(check.stderr, 'no series was checked'), check.stderr)
       -- Three adders at once, racing for the same new series and runs.
       local dir = h.tmpdir()
       local race = srv:new_database('history_race')
@@ -284,6 +373,24 @@ describe('tplua history on PostgreSQL', function()
       assert.are.equal(1, refused.code)
       assert.is_false(has(refused.stderr, 'wrong-pw'), refused.stderr)
       assert.is_true(has(refused.stderr, 'tplua history: '), refused.stderr)
+      -- A database without the history's tables is no history for the commands that read:
+      -- named without its password, and left without tables.
+      local pw = pg.GUARDED_PASSWORD
+      local bare = srv:secure_url(pw)
+      for _, args in ipairs({ { 'list' }, { 'check', '--fail-on', '2' }, { 'show', 'amd/' },
+        { 'dashboard', '--out', dir .. '/site' } }) do
+        local r = history(args, { TPLUA_HISTORY = bare })
+        assert.are.equal(1, r.code, table.concat(args, ' ') .. ': ' .. r.stdout .. r.stderr)
+        assert.is_false(has(r.stderr, pw), r.stderr)
+        assert.is_true(has(r.stderr, 'no history at postgresql://guarded:***@/postgres?host='),
+          r.stderr)
+        assert.is_true(has(r.stderr, '(TPLUA_HISTORY): the database has no history tables'),
+          r.stderr)
+      end
+      local c <close> = assert(db.open(srv:database_url('postgres')))
+      local tables = assert(c:query('SELECT COUNT(*) AS n FROM information_schema.tables WHERE '
+        .. "table_schema = 'public'"))
+      assert.are.equal(0, math.tointeger(tables[1].n))
     end)
 end)
 

@@ -308,6 +308,27 @@ for _, backend in ipairs(pg.backends()) do
         assert.are.same({}, assert(c:query('SELECT host FROM runs WHERE host IS NOT NULL')))
       end)
 
+    it('opens a missing history with create = false as an error, making nothing', function()
+      local target = backend.target('absent')
+      local H, err, code = history.open(target, { create = false })
+      assert.is_nil(H)
+      assert.are.equal('ENOHISTORY', code)
+      assert.is_true(has(err, 'no history at ' .. history.display(target) .. ': '), err)
+      if backend.name == 'sqlite' then
+        assert.is_false(fs.exists(target))
+      else
+        local c <close> = assert(db.open(target))
+        assert.are.same({}, assert(c:query('SELECT table_name FROM information_schema.tables '
+          .. 'WHERE table_schema = current_schema()')))
+      end
+      -- The default creates it; then create = false opens it.
+      assert(history.open(target)):close()
+      assert(history.open(target, { create = false })):close()
+      assert.has_error(function()
+        history.open(target, { create = 'no' })
+      end, 'tp.history.open: option create must be a boolean, got string')
+    end)
+
     it('refuses a database that is not a history', function()
       local target = backend.target('other_app')
       do

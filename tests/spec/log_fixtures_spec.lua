@@ -315,7 +315,59 @@ describe('tp.log fixtures: NeMo', function()
     assert.are.equal(1280000, r.consumed_samples)
     assert.are.equal('2.800', r.extra.val_loss)
     assert.are.equal('1:03:17', r.extra.elapsed)
+    assert.are.equal('2e+3', r.extra.global_step_approx)
     assert.is_nil(r.step_time_derived)
+  end)
+
+  it('made_tqdm_rounded_global_step: a step printed rounded takes the bar counter', function()
+    local log = parse('nemo/made_tqdm_rounded_global_step.log')
+    check_summary(log, { format = 'nemo', records = 10, first = 30947, last = 31051,
+      loss_first = 2.64, loss_last = 2.55, mean_step = 1.5, mean_n = 10 })
+    check_rows(log, {
+      { 30947, 30948, 1.5, 2.64, 1 },
+      { 30948, 30949, 1.5, 2.63, 1 },
+      { 30949, 30950, 1.5, 2.62, 1 },
+      { 30950, 30951, 1.5, 2.61, 1 },
+      { 30951, 30952, 1.6, 2.6, 1 },
+      { 30952, 30953, 1.5, 2.59, 1 },
+      { 31048, 31049, 1.5, 2.58, 2 },
+      { 31049, 31050, 1.5, 2.57, 2 },
+      { 31050, 31051, 1.4, 2.56, 2 },
+      { 31051, 31052, 1.5, 2.55, 2 },
+    }, { 'iteration', 'epoch_iteration', 'step_time_s', 'loss', 'line' })
+    -- The rounded value is kept as printed, only where it was printed rounded.
+    for i, want in ipairs({ false, false, false, '3.1e+4', '3.1e+4', '3.1e+4', '3.1e+4', '3.1e+4',
+      '3.1e+4', false }) do
+      local extra = log.records[i].extra or {}
+      assert.are.equal(want or nil, extra.global_step_approx, 'record ' .. i)
+    end
+    assert.are.equal(1100000, log.records[10].train_iters)
+    assert.are.equal('truncated', kinds(log, 'warning'))
+  end)
+
+  it('a bar whose steps all print rounded: the counter orders them, none merged', function()
+    -- Made here: a bar of a later epoch (its counter restarted) whose global_step always prints
+    -- rounded. Without an exact step seen, the first record takes the counter moved into what
+    -- `3.1e+4` may stand for (30950..31050); the next ones follow the counter from there.
+    local lines = {}
+    for i, n in ipairs({ 120, 121, 122, 123 }) do
+      lines[i] = string.format('Epoch 3:  11%%|#         | %d/1100 [03:00<24:30,  1.50s/it, '
+        .. 'reduced_train_loss=%.3f, global_step=3.1e+4, train_step_timing in s=1.500]', n,
+        2.7 - i / 100)
+    end
+    local log = assert(tp.log.parse(table.concat(lines, '\r') .. '\n', { is_string = true }))
+    assert.are.equal(4, #log.records)
+    for i, r in ipairs(log.records) do
+      assert.are.equal(30949 + i, r.iteration)
+      assert.are.equal(119 + i, r.epoch_iteration)
+      assert.are.equal(3, r.epoch)
+      assert.are.equal('3.1e+4', r.extra.global_step_approx)
+    end
+    -- Exact forms are no approximation: '188.0', and an exponent that reaches the units.
+    local exact = assert(tp.log.parse('Epoch 0:   0%|   | 189/301501 [59:12<1573:03:24, '
+      .. '18.79s/it, reduced_train_loss=7.560, global_step=1.88e+2]\n', { is_string = true }))
+    assert.are.equal(188, exact.records[1].iteration)
+    assert.is_nil((exact.records[1].extra or {}).global_step_approx)
   end)
 
   it('bionemo_geneformer_sanity_check_validation: evaluation lines are no records', function()

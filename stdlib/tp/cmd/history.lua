@@ -17,6 +17,8 @@ usage: tplua history add DIR|RECORD... [--db PATH|URL]
 
 The history is a SQLite file ($TPLUA_HISTORY, else $XDG_DATA_HOME/tplua/history.db, else
 ~/.local/share/tplua/history.db) or a PostgreSQL database (a postgresql:// URL); --db chooses.
+Only add and note create a history; the others refuse one that does not exist (a file that is
+not there or is empty, a database without the history's tables).
 Runs are grouped in series of comparable runs: platform/GPU/framework@version/model/config
 hash/methodology (docs/history.md says how each part is read from a record).
 
@@ -30,7 +32,10 @@ hash/methodology (docs/history.md says how each part is read from a record).
   check      finds the changes in each series, or in those whose key matches a SERIES
              (E-divisive means with a significance test, and the latest runs against the
              baseline window), with what changed in the software stack at each
-  dashboard  writes a self-contained HTML page (DIR/index.html) with a plot per series
+  dashboard  writes a self-contained HTML page (DIR/index.html): a table of the series, then
+             one chart per group of comparable series (same model, config hash and
+             methodology: a line per platform, GPU and framework) with the change points
+             and notes marked, and each run's metrics and software stack on hover
 
 options:
   --db PATH|URL   the history (default: $TPLUA_HISTORY, else the file above)
@@ -38,14 +43,15 @@ options:
                   joules_per_token, final_loss, peak_memory_gb
   --since DATE    only runs from DATE on (YYYY-MM-DD or an ISO-8601 time)
   --last N        list: runs the trend covers (default 10); show: the last N runs only
-  --fail-on PCT   check: exit 4 when a regression larger than PCT percent is found
+  --fail-on PCT   check: exit 4 when a regression larger than PCT percent is found, 1 when no
+                  series could be checked (none, or too few runs in each)
   --json          check: print one JSON document instead of the text
   --out DIR       dashboard: the directory to write
   -h, --help      show this help
 
 exit status: 0 on success; 4 when check finds a regression beyond --fail-on; 1 on an error (a
-file that is not a run record, a database that cannot be opened or is of a newer schema, an
-unknown series); 2 on a usage error.
+file that is not a run record, a history that does not exist, cannot be opened or is of a newer
+schema, an unknown series, a check --fail-on that checked no series); 2 on a usage error.
 
 examples:
   tplua history add output/nightly-2026-11-27
@@ -77,9 +83,12 @@ local function fail(msg)
   return 1
 end
 
-local function open(opts)
+-- Only the subcommands that write create a history that is not there.
+local CREATES = { add = true, note = true }
+
+local function open(opts, sub)
   local history = require('tp.history')
-  local h, err = history.open(opts.db)
+  local h, err = history.open(opts.db, { create = CREATES[sub] == true })
   if not h then
     return nil, err
   end
@@ -191,6 +200,11 @@ local function run_check(h, rest, opts)
   else
     io.stdout:write(history.check_text(report))
   end
+  if report.nothing_checked then
+    -- A gate that tested nothing has not passed: an empty or mistyped history, a filter or a
+    -- --since that leaves too few runs.
+    return fail(string.format('check --fail-on %g: %s', opts.fail_on, report.nothing_checked))
+  end
   return report.failed and 4 or 0
 end
 
@@ -247,8 +261,9 @@ function M.run(args)
   end
   local fn = RUN[sub]
   if not fn then
-    return usage_error(string.format("unknown subcommand '%s' (add, list, show, note, check, "
-      .. 'dashboard)', sub))
+    local near = cli.suggest(sub, { 'add', 'list', 'show', 'note', 'check', 'dashboard' })
+    return usage_error(string.format("unknown subcommand '%s' (%s)", sub, near
+      and string.format("did you mean '%s'?", near) or 'add, list, show, note, check, dashboard'))
   end
   for k in pairs(opts) do
     if k ~= 'db' and not TAKES[sub][k] then
@@ -274,7 +289,7 @@ function M.run(args)
   if aerr then
     return usage_error(aerr)
   end
-  local h, err = open(opts)
+  local h, err = open(opts, sub)
   if not h then
     return fail(err)
   end

@@ -14,6 +14,23 @@ local function stdlib_dirs()
   return dirs
 end
 
+-- The names of the built-in commands (without loading them), sorted.
+local function command_names()
+  local fs = require('tp.fs')
+  local seen, out = {}, {}
+  for _, dir in ipairs(stdlib_dirs()) do
+    for _, e in ipairs(fs.list(dir .. '/tp/cmd') or {}) do
+      local name = e.name:match('^([%w_%-]+)%.lua$')
+      if name and name ~= 'init' and not seen[name] then
+        seen[name] = true
+        out[#out + 1] = name
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
 --- Lists the built-in commands: {{name=, summary=}, ...}, sorted by name.
 function M.commands()
   local fs = require('tp.fs')
@@ -67,7 +84,10 @@ end
 function M.main(name, args)
   local modname = M.module_name(name)
   if not modname then
-    io.stderr:write(string.format("tplua: unknown command '%s'\n", name))
+    -- A near miss names the command meant; the list follows in either case.
+    local near = require('tp.cli').suggest(name, command_names())
+    io.stderr:write(string.format("tplua: unknown command '%s'%s\n", name,
+      near and string.format("; did you mean '%s'?", near) or ''))
     M.print_commands(io.stderr)
     return 2
   end

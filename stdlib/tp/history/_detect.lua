@@ -336,10 +336,34 @@ local function is_regression_beyond(c, fail_on)
   return c and c.kind == 'regression' and fail_on ~= nil and math.abs(c.pct) > fail_on
 end
 
+-- Whether a series' result was tested at all: change points searched, or the latest runs
+-- tested against a baseline (a series with too few runs for both was not checked).
+local function was_checked(r)
+  return not r.too_few or (r.latest ~= nil and not r.latest.skipped)
+end
+
+--- Why a report checked no series, as one line ('no series was checked: the history has no
+--- series').
+---@param report table from check
+---@return string
+function M.nothing_checked_text(report)
+  local n = #report.results
+  if n == 0 then
+    return 'no series was checked: the history has no series'
+  end
+  local latest, changes = MIN_BASELINE + 1, 2 * M.DEFAULTS.min_size
+  return string.format('no series was checked: %s too few runs with %s%s (the latest-runs '
+    .. 'test needs %d, change points %d)', n == 1 and 'the only series has'
+      or string.format('each of the %d series has', n), report.metric,
+    report.since and (' since ' .. report.since) or '', latest, changes)
+end
+
 --- Checks the series of a history for changes (`tplua history check`). `opts.series` lists
 --- keys, substrings or Lua patterns (nil: every series); `opts.since` a date; `opts.metric` one
 --- of M.SENSE's (default tokens_per_s_per_gpu); `opts.fail_on` a percentage: the report fails
---- when a regression (a change point's, or the latest runs') is larger.
+--- when a regression (a change point's, or the latest runs') is larger, and when no series was
+--- checked (none, or each with too few runs for either test: `nothing_checked`), so that a gate
+--- on an empty history or a filter that leaves nothing does not pass.
 ---```lua
 ---local report = assert(detect.check(H, { fail_on = 2 }))
 ---io.write(detect.text(report))
@@ -347,7 +371,8 @@ end
 ---```
 ---@param H table a tp.history History
 ---@param opts? table series, since, metric, fail_on, seed, latest, baseline, alpha, min_size
----@return table|nil report {metric, sense, results, regressions, improvements, failed, failing}
+---@return table|nil report {metric, sense, results, checked (series tested), regressions,
+---  improvements, failed, failing, nothing_checked (why, when --fail-on checked no series)}
 ---@return string? err
 ---@return string? code
 function M.check(H, opts)
@@ -358,8 +383,8 @@ function M.check(H, opts)
     return nil, err, code
   end
   local report = { metric = metric, sense = M.SENSE[metric], since = opts.since,
-    fail_on = opts.fail_on, results = {}, regressions = 0, improvements = 0, failed = false,
-    failing = {} }
+    fail_on = opts.fail_on, results = {}, checked = 0, regressions = 0, improvements = 0,
+    failed = false, failing = {} }
   for _, s in ipairs(list) do
     local r, rerr, rcode = M.analyse_series(H, s.key, metric, opts.since, { seed = opts.seed,
       latest = opts.latest, baseline = opts.baseline, alpha = opts.alpha,
@@ -369,6 +394,9 @@ function M.check(H, opts)
     end
     r.info = s
     report.results[#report.results + 1] = r
+    if was_checked(r) then
+      report.checked = report.checked + 1
+    end
     local found = {}
     for _, c in ipairs(r.changes) do
       found[#found + 1] = c
@@ -388,6 +416,10 @@ function M.check(H, opts)
           pct = c.pct, latest = c.index == nil }
       end
     end
+  end
+  if opts.fail_on and report.checked == 0 then
+    report.failed = true
+    report.nothing_checked = M.nothing_checked_text(report)
   end
   return report
 end
@@ -539,7 +571,10 @@ function M.text(report)
     report.regressions, report.regressions == 1 and '' or 's', report.improvements,
     report.improvements == 1 and '' or 's', #report.results)
   if report.fail_on then
-    if report.failed then
+    if report.nothing_checked then
+      summary = string.format('%s; --fail-on %g%%: FAILED: %s', summary, report.fail_on,
+        report.nothing_checked)
+    elseif report.failed then
       local worst = report.failing[1]
       for _, f in ipairs(report.failing) do
         if math.abs(f.pct) > math.abs(worst.pct) then
@@ -623,6 +658,7 @@ function M.json(report)
   end
   return { schema = 'tplua.history.check/1', metric = report.metric, sense = report.sense,
     since = report.since or json.null, fail_on = report.fail_on or json.null,
+    checked = report.checked, nothing_checked = report.nothing_checked or json.null,
     regressions = report.regressions, improvements = report.improvements,
     failed = report.failed, failing = failing, results = results }
 end

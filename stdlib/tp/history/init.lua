@@ -73,18 +73,21 @@ local function check_open(h, name)
   end
 end
 
---- Opens the history at `target`: a file path (SQLite, created when absent) or a
---- `postgresql://` URL (the database must exist; the tables are made on first use). Without a
---- target, `default_target()` (its directory created). A database of a newer schema, one that
---- is not a history, a damaged file, a server that is down or refuses the password: nil and a
---- message naming the database and the cause, nothing written.
+--- Opens the history at `target`: a file path (SQLite) or a `postgresql://` URL (the database
+--- must exist). Without a target, `default_target()`. With `opts.create` (the default) a missing
+--- history is made: the file (and the default file's directory) and the tables on first use.
+--- With `create = false` (what the commands that only read use) a file that does not exist, an
+--- empty one, or a database without the history's tables is an error naming it ('ENOHISTORY'),
+--- and nothing is made. A database of a newer schema, one that is not a history, a damaged file,
+--- a server that is down or refuses the password: nil and a message naming the database and the
+--- cause, nothing written.
 ---```lua
 ---local H = assert(tp.history.open())               -- ~/.local/share/tplua/history.db
 ---H:add({ 'output/nightly' })
 ---print(H:series{ platform = 'amd' })
 ---```
 ---@param target? string
----@param opts? {timeout_ms?: integer}
+---@param opts? {timeout_ms?: integer, create?: boolean}
 ---@return tp.history.History|nil h, string? err, string? code
 function M.open(target, opts)
   if target ~= nil and type(target) ~= 'string' then
@@ -93,20 +96,20 @@ function M.open(target, opts)
   if opts ~= nil and type(opts) ~= 'table' then
     error('tp.history.open: options must be a table, got ' .. type(opts), 2)
   end
-  for k in pairs(opts or {}) do
-    if k ~= 'timeout_ms' then
+  for k, v in pairs(opts or {}) do
+    if k ~= 'timeout_ms' and k ~= 'create' then
       error(string.format("tp.history.open: unknown option '%s'", tostring(k)), 2)
     end
-  end
-  local is_default = false
-  if target == nil or target == '' then
-    target, is_default = M.default_target()
-  end
-  if is_default and not is_url(target) then
-    local ok, err, code = fs.mkdir_p(fs.dirname(target))
-    if not ok then
-      return nil, string.format('%s: cannot create its directory: %s', target, err), code
+    if k == 'create' and type(v) ~= 'boolean' then
+      error('tp.history.open: option create must be a boolean, got ' .. type(v), 2)
     end
+  end
+  local create = not (opts and opts.create == false)
+  local origin
+  if target == nil or target == '' then
+    local is_default
+    target, is_default = M.default_target()
+    origin = is_default and 'the default history' or 'TPLUA_HISTORY'
   end
   -- A libpq keyword string ('host=db password=...') is not a file name: refused before SQLite
   -- would create a file of that name, and never echoed (it may hold a password).
@@ -114,12 +117,46 @@ function M.open(target, opts)
     return nil, 'history: a PostgreSQL keyword string is not a history target: '
       .. 'give a postgresql:// URL (docs/history.md)', 'EINVAL'
   end
+  local where = M.display(target)
+  local function missing(why)
+    return nil, string.format("no history at %s%s: %s; 'tplua history add' creates one, --db "
+      .. 'or TPLUA_HISTORY names another', where, origin and (' (' .. origin .. ')') or '', why),
+      'ENOHISTORY'
+  end
+  if not is_url(target) then
+    if create and origin == 'the default history' then
+      local ok, err, code = fs.mkdir_p(fs.dirname(target))
+      if not ok then
+        return nil, string.format('%s: cannot create its directory: %s', target, err), code
+      end
+    elseif not create then
+      local st, _, scode = fs.stat(target)
+      if not st and scode == 'ENOENT' then
+        return missing('no such file')
+      elseif st and st.type == 'file' and st.size == 0 then
+        return missing('the file is empty')
+      end
+    end
+  end
   local db = require('tp._db')
   local c, err, code = db.open(target, { timeout_ms = opts and opts.timeout_ms or 5000 })
   if not c then
     return nil, err, code
   end
-  local where = M.display(target)
+  if not create then
+    local v, verr, vcode = store.version(c, where)
+    if v == 0 then
+      local what = c:backend() == 'postgresql' and 'the database' or 'the file'
+      c:close()
+      return missing(what .. ' has no history tables')
+    elseif not v then
+      c:close()
+      if not tostring(verr):find(where, 1, true) then
+        verr = where .. ': ' .. tostring(verr)
+      end
+      return nil, verr, vcode
+    end
+  end
   local ok, merr, mcode = store.migrate(c, where)
   if not ok then
     c:close()
