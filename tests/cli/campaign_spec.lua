@@ -229,13 +229,23 @@ describe('tplua with a campaign', function()
     local ticks = 0
     for line in r.stdout:gmatch('[^\n]+') do
       assert.is_truthy(line:match('^%[%d%d:%d%d:%d%d%] ') or line:match('^campaign: '), line)
-      if line:match('r0%d: iter %d+/40 %(%d+%%%) | %d+ tok/s/GPU | loss [%d.]+ | ETA') then
+      if line:match('r0%d: iter %d+/40 %(%d+%%%) | %d+ tok/s/GPU now | loss [%d.]+ | ETA') then
         ticks = ticks + 1
       end
     end
     assert.is_true(ticks >= 4, r.stdout)
     assert.is_nil(r.stdout:find('\27', 1, true))
     assert.is_truthy(r.stdout:find('campaign: 2 finished, 0 failed, 0 skipped', 1, true))
+    -- A finished run's line: its steady state's mean from its record, and no ETA.
+    local finished = 0
+    for line in r.stdout:gmatch('[^\n]+') do
+      if line:find(': finished in ', 1, true) then
+        finished = finished + 1
+        assert.is_truthy(line:match('| iter 40/40 %(100%%%) | %d+ tok/s/GPU steady mean '
+          .. '%(iterations %d+%-40%) | loss [%d.]+$'), line)
+      end
+    end
+    assert.are.equal(2, finished, r.stdout)
   end)
 
   it('redraws status lines in place on a terminal', function()

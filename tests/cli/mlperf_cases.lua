@@ -2,8 +2,14 @@
 -- the way the generator of the expected verdicts wrote them (SOURCES.md): one line each of
 -- submission_benchmark, submission_division, global_batch_size (when the case has one),
 -- run_start, eval_accuracy (samples_count or epoch_num) and run_stop (status).
-local h = require('helper')
+--
+-- Also a script, from the repository root (docs/mlperf.md shows it): writes the result files of
+-- case CASE into DIR (created; its result_*.txt files replaced), and lists the cases without
+-- arguments.
+--
+--   tplua tests/cli/mlperf_cases.lua [CASE DIR]
 local json = require('tp.json')
+local fs = require('tp.fs')
 
 local M = {}
 
@@ -21,10 +27,11 @@ local function line(t, ev, key, value, meta)
     value == nil and 'null' or json.encode(value), table.concat(parts, ', '))
 end
 
---- The result files of a case, as the generator of cases.json wrote them, in a new temporary
---- directory (returned).
-function M.materialise(case)
-  local dir = h.tmpdir()
+--- The result files of a case, as the generator of cases.json wrote them, in `dir` (default a
+--- new temporary directory of the specs), which is returned.
+function M.materialise(case, dir)
+  dir = dir or require('helper').tmpdir()
+  assert(fs.mkdir_p(dir))
   for i = 1, #case.status do
     local t = T0 + (i - 1) * 3600000
     local gbs = case.gbs
@@ -42,14 +49,23 @@ function M.materialise(case)
         and case.epochs[i] })
     ls[#ls + 1] = line(t + 61000 + (i - 1) * 1000, 'INTERVAL_END', 'run_stop', nil,
       { status = case.status[i] })
-    h.write(string.format('%s/result_%d.txt', dir, i - 1), table.concat(ls, '\n') .. '\n')
+    assert(fs.write_atomic(string.format('%s/result_%d.txt', dir, i - 1),
+      table.concat(ls, '\n') .. '\n'))
   end
   return dir
 end
 
+local function fixtures()
+  local ok, h = pcall(require, 'helper')
+  if ok then
+    return h.fixture('mlperf/rcp')
+  end
+  return 'tests/fixtures/mlperf/rcp'
+end
+
 --- The cases of cases.json.
 function M.cases()
-  return json.decode(h.read(h.fixture('mlperf/rcp') .. '/cases.json')).cases
+  return assert(json.load_file(fixtures() .. '/cases.json')).cases
 end
 
 --- The case named `name`.
@@ -60,6 +76,29 @@ function M.case(name)
     end
   end
   error('no RCP case ' .. name)
+end
+
+-- Run as a script: tplua tests/cli/mlperf_cases.lua [CASE DIR].
+if arg and arg[0] and arg[0]:match('mlperf_cases%.lua$') and not package.loaded['helper'] then
+  if not arg[1] then
+    for _, c in ipairs(M.cases()) do
+      io.stdout:write(string.format('%-26s %s\n', c.name, c.rule))
+    end
+    os.exit(0)
+  end
+  if not arg[2] then
+    io.stderr:write('usage: tplua tests/cli/mlperf_cases.lua [CASE DIR]\n')
+    os.exit(2)
+  end
+  local ok, case = pcall(M.case, arg[1])
+  if not ok then
+    io.stderr:write(string.format("tests/cli/mlperf_cases.lua: no RCP case '%s' (run it without "
+      .. 'arguments for the list)\n', arg[1]))
+    os.exit(1)
+  end
+  M.materialise(case, arg[2])
+  io.stdout:write(string.format('%s: %d result files of case %s (%s)\n', arg[2], #case.status,
+    case.name, case.rule))
 end
 
 return M

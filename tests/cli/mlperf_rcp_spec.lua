@@ -97,15 +97,56 @@ describe('tplua mlperf score: the RCP check, rule by rule', function()
       .. '< 2960.63; normalisation factor 1.182540', 1, true))
   end)
 
-  it('says when the ruleset has no RCP data, and refuses a malformed ruleset', function()
-    local doc = score(AMD, { '--ruleset', '4.1.0' })
-    assert.are.equal('error', doc.rcp.kind)
-    assert.is_truthy(doc.rcp.reason:find('no RCP data for llama2_70b_lora in training ruleset '
-      .. '4.1.0', 1, true))
+  it('refuses a ruleset it carries no RCPs of, naming those it does, and a malformed one',
+    function()
+    -- The rulesets tplua carries: the training_<V> folders of stdlib/tp/analyse/mlperf_rcp.
+    local known = {}
+    for _, e in ipairs(assert(require('tp.fs').list(h.source_dir
+      .. '/stdlib/tp/analyse/mlperf_rcp'))) do
+      local v = e.name:match('^training_(.+)$')
+      if v then
+        known[#known + 1] = v
+      end
+    end
+    table.sort(known)
+    assert.are.same({ '5.0.0', '5.1.0', '6.0.0', '6.1.0' }, known)
+    for _, args in ipairs({ { 'score', AMD }, { 'score', AMD, '--json' },
+      { 'compare', AMD, NVIDIA } }) do
+      for _, v in ipairs({ '9.9.9', '4.1.0' }) do
+        local argv = { 'mlperf' }
+        table.move(args, 1, #args, 2, argv)
+        argv[#argv + 1] = '--ruleset'
+        argv[#argv + 1] = v
+        local r = h.run(argv)
+        assert.are.equal(2, r.code, r.stdout .. r.stderr)
+        assert.are.equal('', r.stdout)
+        assert.is_truthy(r.stderr:find("tplua mlperf: option '--ruleset': unknown MLPerf "
+          .. 'Training ruleset ' .. v .. ': tplua carries the RCPs of '
+          .. table.concat(known, ', ') .. ' (or give an RCP file with --rcp-file)', 1, true),
+          r.stderr)
+      end
+    end
     local r = h.run({ 'mlperf', 'score', AMD, '--ruleset', 'v5' })
     assert.are.equal(2, r.code)
     assert.is_truthy(r.stderr:find("option '--ruleset': 'v5' is not a version like 5.1.0", 1,
       true))
+    -- Any version with an RCP file of the user's: the file is the data, and the check runs.
+    local doc = score(AMD, { '--ruleset', '4.1.0', '--rcp-file',
+      h.source_dir .. '/stdlib/tp/analyse/mlperf_rcp/training_5.1.0/rcps_llama2_70b_lora.json' })
+    assert.is_true(doc.rcp.pass)
+    assert.are.equal('4.1.0', doc.rcp.ruleset)
+    -- A carried ruleset without the benchmark's RCPs (llama31_8b is not in 5.0.0): the check
+    -- says it could not run, and why.
+    doc = score(h.fixture('mlperf/amd_MI355X_EPYC_9575F_pytorch_llama31_8b'),
+      { '--ruleset', '5.0.0' })
+    assert.are.equal('error', doc.rcp.kind)
+    assert.is_truthy(doc.rcp.reason:find('no RCP data for llama31_8b in training ruleset 5.0.0 '
+      .. '(tplua carries ' .. table.concat(known, ', ') .. ')', 1, true), doc.rcp.reason)
+    local noted = false
+    for _, f in ipairs(doc.findings) do
+      noted = noted or f:find('RCP check not run: no RCP data', 1, true) ~= nil
+    end
+    assert.is_true(noted)
   end)
 
   it('names a damaged RCP file', function()

@@ -60,17 +60,21 @@ describe('tplua mlperf score', function()
         end
         return sum / n, n
       end
-      for _, s in ipairs({ { AMD, 'throughput' }, { NVIDIA, 'train_step_time' } }) do
+      -- Their units: AMD's throughput is samples per second, NVIDIA's train_step_time seconds
+      -- per step (docs/mlperf.md says how the logs show it).
+      for _, s in ipairs({ { AMD, 'throughput', 'samples/s' },
+        { NVIDIA, 'train_step_time', 's/step' } }) do
         local r = h.run({ 'mlperf', 'score', s[1] })
         assert.is_truthy(r.stdout:find('\nthroughput as the logs track it (tracked_stats: mean, '
           .. 'count)\n', 1, true))
         for i = 0, 9 do
           local m, n = mean_of(string.format('%s/result_%d.txt', s[1], i), s[2])
           assert.is_true(n >= 5)
-          assert.is_truthy(r.stdout:find(string.format('\n  result_%d.txt  %s %.4f (%d)\n', i,
-            s[2], m, n), 1, true))
+          assert.is_truthy(r.stdout:find(string.format('\n  result_%d.txt  %s %.4f %s (%d)\n',
+            i, s[2], m, s[3], n), 1, true))
         end
         local doc = json.decode(h.run({ 'mlperf', 'score', s[1], '--json' }).stdout)
+        assert.are.equal(s[3], doc.tracked_stats_units[s[2]])
         local m, n = mean_of(s[1] .. '/result_0.txt', s[2])
         assert.are.equal(n, #doc.runs[1].tracked_stats[s[2]])
         local sum = 0
@@ -80,6 +84,66 @@ describe('tplua mlperf score', function()
         assert.is_true(math.abs(sum / n - m) < 1e-12)
       end
     end)
+
+  it('says that llama2_70b_lora\'s eval accuracy is a loss, lower being better', function()
+    local r = h.run({ 'mlperf', 'score', AMD, '--curve' })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('\n  file          status      minutes    samples  evals  last '
+      .. 'eval loss (lower is better)\n', 1, true), r.stdout)
+    -- MLPerf's target is the closed division's compliance check (v['value'] <= 0.925).
+    assert.is_truthy(r.stdout:find("\neval loss, lower is better (MLPerf's target: <= 0.925; "
+      .. 'samples_count or epoch_num:loss)\n  result_0.txt  1536:0.9434 ', 1, true), r.stdout)
+    local doc = json.decode(h.run({ 'mlperf', 'score', AMD, '--json' }).stdout)
+    assert.are.same({ name = 'eval loss', lower_is_better = true, target = 0.925 },
+      doc.eval_metric)
+    assert.is_true(doc.official)
+    -- An accuracy benchmark (retinanet, an RCP case) keeps the word: higher is better there.
+    local cases = require('cli.mlperf_cases')
+    r = h.run({ 'mlperf', 'score', cases.materialise(cases.case('retinanet_epochs')), '--curve' })
+    assert.is_truthy(r.stdout:find('evals  last eval accuracy\n', 1, true), r.stdout)
+    assert.is_truthy(r.stdout:find('\neval accuracy (samples_count or epoch_num:accuracy)\n', 1,
+      true), r.stdout)
+  end)
+
+  it('says on the score line when a score is not of all the runs required', function()
+    local cases = require('cli.mlperf_cases')
+    -- Ten files, one not converged: MLPerf's score of nine, the tenth the dropped slowest.
+    local dir = cases.materialise(cases.case('one_not_converged'))
+    local r = h.run({ 'mlperf', 'score', dir })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('\nscore: [%d.]+ minutes %(official, from 9 scored runs of '
+      .. 'the 10 required: 1 not converged, counted as the slowest dropped%)\n'), r.stdout)
+    local doc = json.decode(h.run({ 'mlperf', 'score', dir, '--json' }).stdout)
+    assert.is_true(doc.official)
+    assert.are.equal('official, from 9 scored runs of the 10 required: 1 not converged, '
+      .. 'counted as the slowest dropped', doc.score_note)
+    -- A benchmark whose required runs are unknown: a score, not an official one.
+    local other = h.tmpdir()
+    for i = 0, 2 do
+      h.write(string.format('%s/result_%d.txt', other, i), table.concat({
+        ':::MLLOG {"key": "submission_benchmark", "value": "mybench", "time_ms": 0}',
+        ':::MLLOG {"key": "run_start", "value": null, "time_ms": 1000}',
+        string.format(':::MLLOG {"key": "run_stop", "value": null, "time_ms": %d, '
+          .. '"metadata": {"status": "success"}}', 61000 + 6000 * i) }, '\n') .. '\n')
+    end
+    r = h.run({ 'mlperf', 'score', other })
+    assert.are.equal(0, r.code)
+    assert.is_truthy(r.stdout:find('\nscore: 1.1000 minutes (3 runs; the runs mybench requires '
+      .. 'are unknown: not an official score)\n', 1, true), r.stdout)
+    doc = json.decode(h.run({ 'mlperf', 'score', other, '--json' }).stdout)
+    assert.is_false(doc.official)
+    -- compare names the side without a score, and why.
+    local five = h.tmpdir()
+    for i = 0, 4 do
+      h.write(five .. '/result_' .. i .. '.txt', h.read(AMD .. '/result_' .. i .. '.txt'))
+    end
+    r = h.run({ 'mlperf', 'compare', five, NVIDIA })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stdout:find('runs scored (required)' .. string.rep(' ', 17) .. '5 of 10',
+      1, true), r.stdout)
+    assert.is_truthy(r.stdout:find('\nscore ratio B/A: none (A: 5 result files, llama2_70b_lora '
+      .. 'needs 10; the olympic mean of these is ', 1, true), r.stdout)
+  end)
 
   it('gives no score, with a finding, when runs are missing or damaged', function()
     local dir = h.tmpdir()
@@ -94,7 +158,10 @@ describe('tplua mlperf score', function()
       1, true))
     assert.is_truthy(r.stdout:find('result_4.txt:%d+: damaged MLLOG line'))
     assert.is_truthy(r.stdout:find('result_4.txt: run_start not recorded', 1, true))
-    assert.is_truthy(r.stdout:find('\nscore: none\n', 1, true))
+    -- The score line says why there is none, and what the olympic mean above is.
+    assert.is_truthy(r.stdout:find('\nscore: none (5 result files, llama2_70b_lora needs 10; the '
+      .. 'olympic mean of these is ', 1, true), r.stdout)
+    assert.is_truthy(r.stdout:find(' minutes, not a score)\n', 1, true))
   end)
 
   it('names the file and line of truncated, binary, empty and hostile MLLOG files', function()
@@ -142,7 +209,7 @@ describe('tplua mlperf score', function()
       .. 'not a string', 1, true), out)
     assert.is_truthy(out:find('result_3.txt:6: damaged MLLOG line (not a JSON object)', 1, true))
     assert.is_truthy(out:find('result_3.txt:7: damaged MLLOG line (column ', 1, true), out)
-    assert.is_truthy(out:find('\nscore: none\n', 1, true))
+    assert.is_truthy(out:find('\nscore: none (', 1, true))
     -- The same directory in JSON: the hostile values are not taken as numbers or names.
     r = h.run({ 'mlperf', 'score', dir, '--json' })
     assert.are.equal(1, r.code)
@@ -182,11 +249,16 @@ describe('tplua mlperf compare', function()
       assert.are.equal(0, r.code)
       local out = r.stdout
       assert.is_truthy(out:find('MLPerf Training llama2_70b_lora: B vs A', 1, true))
-      assert.is_truthy(out:find('score (minutes)' .. string.rep(' ', 22) .. '10.1847'
+      assert.is_truthy(out:find('score (minutes)' .. string.rep(' ', 24) .. '10.1847'
         .. string.rep(' ', 16) .. '5.9713\n', 1, true))
+      -- Units, and the runs scored against those required.
+      assert.is_truthy(out:find('mean time to train (min)' .. string.rep(' ', 15) .. '10.2112'
+        .. string.rep(' ', 16) .. '5.8881\n', 1, true), out)
+      assert.is_truthy(out:find('runs scored (required)' .. string.rep(' ', 16) .. '10 of 10'
+        .. string.rep(' ', 14) .. '10 of 10\n', 1, true), out)
       assert.is_truthy(out:find(string.format('score ratio B/A: %.4f (5.9713 / 10.1847)',
         5.971267693865741 / 10.18474574915825), 1, true))
-      assert.is_truthy(out:find('accelerators' .. string.rep(' ', 25) .. 'unknown'
+      assert.is_truthy(out:find('accelerators' .. string.rep(' ', 27) .. 'unknown'
         .. string.rep(' ', 15) .. 'unknown\n', 1, true))
       assert.is_truthy(out:find('accelerator-minutes B/A: unknown', 1, true))
       assert.is_truthy(out:find('3187.2 (3072..3456)   3110.4 (3072..3456)', 1, true))

@@ -9,6 +9,7 @@ local json = require('tp.json')
 local fs = require('tp.fs')
 local proc = require('tp.proc')
 local campaign = require('tp.campaign')
+local search_mod = require('tp.plan.search')
 
 local function has(s, text)
   return s:find(text, 1, true) ~= nil
@@ -61,6 +62,10 @@ describe('tplua plan with a search', function()
       r.stdout)
     assert.is_true(has(r.stdout, 'budget: 480 GPU-iterations = 50% of the full grid (8 x 80 '
       .. 'iterations: 960); at most 60% of its GPU-time'), r.stdout)
+    -- What each budget counts.
+    assert.is_true(has(r.stdout, "(GPU-iterations: measured iterations x GPUs, each run's "
+      .. 'start-up and warm-up excluded; GPU-time: GPUs x wall time, start-up included'),
+      r.stdout)
     assert.is_true(has(r.stdout, 'runs (8):'), r.stdout)
     local j = assert(json.decode(h.run({ 'plan', path, '--json', '--results', '/r' }).stdout))
     local p = j.platforms.nvd
@@ -109,6 +114,42 @@ describe('tplua plan with a search', function()
       .. "def.platforms.nvd.search = 'halving'") })
     assert.are.equal(1, r.code)
     assert.is_true(has(r.stdout, 'nvd: search: the platform has no sweep to search'), r.stdout)
+  end)
+end)
+
+describe('tplua compare on results with a finished search', function()
+  it('says whether the best is separated from the runner-up, and what the budget counts',
+    function()
+    local res = h.tmpdir() .. '/res'
+    assert(fs.mkdir_p(res))
+    for _, name in ipairs({ 'megatron-r1.json', 'megatron-r2.json' }) do
+      h.write(res .. '/' .. name, h.read(h.fixture('results/fair/nvd/' .. name)))
+    end
+    local function write_doc(hi_a)
+      h.write(res .. '/search-nvd.json', json.encode({ schema = 'tplua.search/1',
+        experiment = 'x', platform = 'nvd', state = 'complete', strategy = 'halving',
+        metric = 'tokens_per_second', best = 'b', settings = { eta = 2, min_iters = 20,
+        max_iters = 80, budget = 0.6, level = 0.95 }, candidates = json.array({
+          { candidate = 'a', estimate = 5996, lo = 4916, hi = hi_a, iters = 80 },
+          { candidate = 'b', estimate = 8593, lo = 6788, hi = 11708, iters = 80 } }),
+        rungs = json.array({}), spent_gpu_seconds = 75.41, grid_gpu_seconds = 85.69,
+        spent_gpu_iters = 560, grid_gpu_iters = 960 }))
+    end
+    write_doc(7683)
+    local r = h.run({ 'compare', res })
+    assert.is_true(has(r.stdout, "search nvd: successive halving, eta 2, 20 to 80 iterations, "
+      .. "budget 60% of the grid's GPU-time"), r.stdout)
+    assert.is_true(has(r.stdout, 'NOT separated from the runner-up at 95%: [a] 5996 [4916, '
+      .. "7683] reaches the best's low end 6788"), r.stdout)
+    assert.is_true(has(r.stdout, 'GPU-time (GPUs x wall time, start-up included): 75.41 GPU-s, '
+      .. "88.0% of the full grid's 85.69 GPU-s (estimated from what the runs measured), over "
+      .. 'the 60% budget'), r.stdout)
+    assert.is_true(has(r.stdout, 'GPU-iterations (measured iterations x GPUs, start-up and '
+      .. "warm-up excluded): 560 of the grid's 960 (58.3%)"), r.stdout)
+    write_doc(6500)
+    r = h.run({ 'compare', res })
+    assert.is_true(has(r.stdout, 'separated from the runner-up at 95%: [a] 5996 [4916, 6500], '
+      .. "its high end below the best's low end 6788"), r.stdout)
   end)
 end)
 
@@ -254,6 +295,12 @@ describe('a real search on the reference trainer #slow', function()
     assert.is_true(has(r.stdout, 'search nvd: successive halving, eta 2, 20 to 80 iterations'),
       r.stdout)
     assert.is_true(has(r.stdout, 'best: [' .. doc.best .. ']'), r.stdout)
+    -- Whether the best is separated from the runner-up, in the document and the output.
+    local sep = search_mod.separation(best, doc.candidates)
+    assert.are.equal(sep.candidate, doc.runner_up.candidate)
+    assert.are.equal(sep.separated, doc.runner_up.separated)
+    assert.is_true(has(r.stdout, (sep.separated and 'separated' or 'NOT separated')
+      .. ' from the runner-up at 95%: [' .. sep.candidate .. ']'), r.stdout)
 
     -- Once more, the recipe as the main script (plan, run, analyse): nothing runs again, every
     -- rung decides the same, and the analysis names the search's best.

@@ -922,9 +922,21 @@ describe('tp.live', function()
     assert.are.equal('2h05m', live.fmt_duration(7500))
     assert.are.equal('3d04h', live.fmt_duration(3 * 86400 + 4 * 3600))
     assert.are.equal('?', live.fmt_duration(0 / 0))
-    assert.are.equal('iter 120/500 (24%) | 3456 tok/s/GPU | loss 4.1230 | ETA 5m12s',
+    -- The rate of the latest record is labelled `now`.
+    assert.are.equal('iter 120/500 (24%) | 3456 tok/s/GPU now | loss 4.1230 | ETA 5m12s',
       live.fmt_state({ iteration = 120, total = 500, tokens_per_s_per_gpu = 3456.2,
         loss = 4.123, eta_s = 312 }))
+    -- Finished: no ETA; the steady state's mean when the record gave it, else the last rate.
+    assert.are.equal('iter 500/500 (100%) | 3401 tok/s/GPU steady mean (iterations 21-500) | '
+      .. 'loss 2.0000', live.fmt_state({ iteration = 500, total = 500, finished = true,
+        tokens_per_s_per_gpu = 3456.2, loss = 2, eta_s = 0, steady = {
+          tokens_per_s_per_gpu = 3401.4, step_time_s = 0.3, first_iteration = 21,
+          last_iteration = 500 } }))
+    assert.are.equal('iter 60/3000 (2%) | 0.1046 s/step steady mean | loss 0.0247',
+      live.fmt_state({ iteration = 60, total = 3000, finished = true, loss = 0.0247,
+        eta_s = 303, steady = { step_time_s = 0.10455 } }))
+    assert.are.equal('iter 60/3000 (2%) | 2542 tok/s/GPU last', live.fmt_state({
+      iteration = 60, total = 3000, finished = true, tokens_per_s_per_gpu = 2542, eta_s = 303 }))
     assert.are.equal('starting', live.fmt_state({}))
     assert.are.equal('iter 3 | loss nan', live.fmt_state({ iteration = 3, loss = 0 / 0 }))
   end)
@@ -937,13 +949,20 @@ describe('tp.live', function()
     for i = 1, 12 do
       v:progress('a', { iteration = i, total = 12, loss = 1 / i })
     end
-    v:finished('a', { status = 'finished' }, { iteration = 12, total = 12 })
+    -- The finished line: the record's steady-state mean, no ETA though the state has one.
+    v:finished('a', { status = 'finished', record = { performance_metrics = {
+      avg_step_time_seconds = 0.5, tokens_per_second_per_gpu = 2048,
+      steady_state = { first_iteration = 3, last_iteration = 12 } } } },
+      { iteration = 12, total = 12, tokens_per_s_per_gpu = 1999, eta_s = 0 })
     v:close('all done')
     f:close()
     local text = h.read(path)
     local n = select(2, text:gsub('a: iter ', ''))
     assert.are.equal(3, n)  -- iterations 1, 6, 11
     assert.is_truthy(text:find('a: finished in ', 1, true))
+    assert.is_truthy(text:find('| iter 12/12 (100%) | 2048 tok/s/GPU steady mean (iterations '
+      .. '3-12)\n', 1, true), text)
+    assert.is_nil(text:find('ETA', 1, true))
     assert.are.equal('all done\n', text:sub(-9))
     assert.is_nil(text:find('\27', 1, true))
   end)

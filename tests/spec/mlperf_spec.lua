@@ -135,6 +135,24 @@ describe('tp.analyse.mlperf', function()
     assert.are.equal('result_9.txt', r.runs[10].file)
   end)
 
+  it('raises on a ruleset it carries no RCPs of, naming those it does', function()
+    assert.are.same({ '5.0.0', '5.1.0', '6.0.0', '6.1.0' }, mlperf.rulesets())
+    local list = runs({ 10, 11, 12 })
+    local ok, err = pcall(mlperf.score, list, { ruleset = '9.9.9' })
+    assert.is_false(ok)
+    assert.are.equal('tp.analyse.mlperf: ruleset: unknown MLPerf Training ruleset 9.9.9: tplua '
+      .. 'carries the RCPs of 5.0.0, 5.1.0, 6.0.0, 6.1.0 (or give an RCP file with --rcp-file)',
+      (err:gsub('^[^:]+:%d+: ', '')))
+    assert.has_error(function()
+      mlperf.score_dir(h.tmpdir(), { ruleset = '5.1' })
+    end)
+    -- Known, with an RCP file of the user's, or no RCP check at all: scored.
+    assert.is_table(mlperf.score(list, { ruleset = '6.1.0' }))
+    assert.is_table(mlperf.score(list, { ruleset = '9.9.9', rcp_file = 'rcps.json' }))
+    assert.is_table(mlperf.score(list, { ruleset = '9.9.9', rcp = false }))
+    assert.is_nil(mlperf.unknown_ruleset('5.1.0'))
+  end)
+
   it('fails on a directory without result files, naming it', function()
     local dir = h.tmpdir()
     local r, err = mlperf.score_dir(dir)

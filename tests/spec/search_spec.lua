@@ -360,3 +360,64 @@ describe('tp.plan.search.run (successive halving)', function()
       true), tostring(err))
   end)
 end)
+
+describe('what a search says of its answer', function()
+  local present = require('tp.present.search')
+
+  it('tells whether the best is separated from the runner-up at the level', function()
+    local best = { label = 'a', estimate = 100, lo = 95, hi = 105 }
+    local clear = { label = 'b', estimate = 90, lo = 88, hi = 94 }
+    local close = { label = 'c', estimate = 93, lo = 89, hi = 96 }
+    local sep = search.separation(best, { best, clear })
+    assert.are.same({ candidate = 'b', estimate = 90, lo = 88, hi = 94, separated = true,
+      overlapping = 0 }, sep)
+    -- The runner-up is the next estimate, whatever its rung; its high end reaches 95.
+    sep = search.separation(best, { clear, best, close })
+    assert.are.equal('c', sep.candidate)
+    assert.is_false(sep.separated)
+    assert.are.equal(1, sep.overlapping)
+    -- An unbounded interval is never below anything; alone, there is no runner-up.
+    sep = search.separation(best, { best, { label = 'd', estimate = 50, lo = 10 } })
+    assert.is_false(sep.separated)
+    assert.is_nil(sep.hi)
+    assert.is_nil(search.separation(best, { best }))
+    assert.is_nil(search.separation(nil, { best, clear }))
+  end)
+
+  -- A finished search document: `b` is the best; `lo_a`/`hi_a` the interval of `a`.
+  local function doc(hi_a, spent)
+    return { schema = 'tplua.search/1', platform = 'nvd', state = 'complete',
+      strategy = 'halving', metric = 'tokens_per_second', best = 'b',
+      settings = { eta = 2, min_iters = 20, max_iters = 80, budget = 0.6, level = 0.95 },
+      candidates = { { candidate = 'a', estimate = 5996, lo = 4916, hi = hi_a, iters = 80 },
+        { candidate = 'b', estimate = 8593, lo = 6788, hi = 11708, iters = 80 },
+        { candidate = 'c', estimate = 1000, lo = 900, hi = 1100, iters = 20 } },
+      rungs = {}, spent_gpu_seconds = spent, grid_gpu_seconds = 100, spent_gpu_iters = 560,
+      grid_gpu_iters = 960 }
+  end
+
+  local function text(d)
+    return table.concat(present.lines(d), '\n')
+  end
+
+  it('prints the separation, and what its budget and GPU figures count', function()
+    local t = text(doc(6500, 50))
+    assert.truthy(t:find("budget 60% of the grid's GPU-time,", 1, true), t)
+    assert.truthy(t:find('  best: [b] 8593 [6788, 11708] tokens/s over 80 measured iterations\n'
+      .. '  separated from the runner-up at 95%: [a] 5996 [4916, 6500], its high end below the '
+      .. "best's low end 6788\n", 1, true), t)
+    assert.truthy(t:find('GPU-time (GPUs x wall time, start-up included): 50 GPU-s, 50.0% of '
+      .. "the full grid's 100 GPU-s (estimated from what the runs measured), within the 60% "
+      .. 'budget', 1, true), t)
+    assert.truthy(t:find('GPU-iterations (measured iterations x GPUs, start-up and warm-up '
+      .. "excluded): 560 of the grid's 960 (58.3%)", 1, true), t)
+    t = text(doc(7683, 88))
+    assert.truthy(t:find('NOT separated from the runner-up at 95%: [a] 5996 [4916, 7683] '
+      .. "reaches the best's low end 6788 (1 candidate in all): the measurements cannot tell "
+      .. 'which is faster', 1, true), t)
+    assert.truthy(t:find('88.0% of the full grid\'s 100 GPU-s (estimated from what the runs '
+      .. 'measured), over the 60% budget: the nominal schedule is never cut', 1, true), t)
+    local md = table.concat(present.markdown(doc(7683, 88)), '\n')
+    assert.truthy(md:find('NOT separated from the runner-up at 95%', 1, true), md)
+  end)
+end)

@@ -92,7 +92,9 @@ end)
 describe('the stop rule', function()
   it('fills the defaults', function()
     local r = run.stop_rule({ ci = 0.02 })
-    assert.are.same({ ci = 0.02, confidence = 0.95, min_iters = 50, batches = 20 }, r)
+    assert.are.same({ ci = 0.02, confidence = 0.95, min_iters = 50, batches = 20, confirm = 2 / 3 },
+      r)
+    assert.are.equal(0, run.stop_rule({ confirm = 0 }).confirm)
     r = run.stop_rule({ ci = 0.01, min_iters = 20.0, max_iters = 500, confidence = 0.9 })
     assert.are.equal(20, r.min_iters)
     assert.are.equal('integer', math.type(r.min_iters))
@@ -116,7 +118,11 @@ describe('the stop rule', function()
       .. '(default 0.95) expected, got 95', msg({ confidence = 95 }))
     assert.truthy(msg({ batches = 1 }):find("^run 'a': stop.batches: the least number of batch"))
     assert.are.equal("run 'a': stop: unknown field 'cl' (known: batches, ci, confidence, "
-      .. 'max_iters, min_iters, observe)', msg({ cl = 0.01 }))
+      .. 'confirm, max_iters, min_iters, observe)', msg({ cl = 0.01 }))
+    assert.are.equal("run 'a': stop.confirm: the share of the steady window watched again before "
+      .. 'a stop, a number in [0, 4] (default 0.667; 0 stops at the first narrow interval) '
+      .. 'expected, got 5', msg({ confirm = 5 }))
+    assert.truthy(msg({ confirm = 'yes' }):find('got "yes"', 1, true))
     assert.are.equal("run 'a': stop.max_iters: 10 is below min_iters (50)",
       msg({ max_iters = 10 }))
     assert.truthy(msg(0.01):find("^run 'a': stop: a table {ci = 0.01"))
@@ -164,6 +170,26 @@ describe('the stop monitor', function()
     return sum / (n * s2) / n
   end
 
+  -- Least-squares slope of ys against 1..k and its t statistic (residuals, k - 2 df).
+  local function trend_direct(ys)
+    local k = #ys
+    local mx, my = (k + 1) / 2, 0
+    for j = 1, k do
+      my = my + ys[j] / k
+    end
+    local sxx, sxy = 0, 0
+    for j = 1, k do
+      sxx = sxx + (j - mx) ^ 2
+      sxy = sxy + (j - mx) * (ys[j] - my)
+    end
+    local beta = sxy / sxx
+    local rss = 0
+    for j = 1, k do
+      rss = rss + (ys[j] - my - beta * (j - mx)) ^ 2
+    end
+    return beta, beta / math.sqrt(rss / (k - 2) / sxx)
+  end
+
   -- At every check the monitor made, its truncation is tp.stats.mser's on the values so far,
   -- its interval tp.stats.batch_means_ci's on the steady window, and the lag-1 autocorrelation
   -- that sized its batches and its stationarity statistic those computed from scratch.
@@ -202,6 +228,25 @@ describe('the stop monitor', function()
             local s2 = e.batch_size * e.batches * e.se * e.se
             assert.is_true(near(e.cvm, cvm_direct(xs, m.start, i, s2), 1e-7), 'value ' .. i)
           end
+          -- The trend: the least-squares slope of the batch means tp.stats.batch_means_ci cut,
+          -- and its t statistic, from scratch.
+          if e.batches >= 4 then
+            local bm = {}
+            local first = m.start + c.first - 1
+            for j = 1, e.batches do
+              local sum = 0
+              for q = first + (j - 1) * e.batch_size, first + j * e.batch_size - 1 do
+                sum = sum + xs[q]
+              end
+              bm[j] = sum / e.batch_size
+            end
+            local slope, t = trend_direct(bm)
+            assert.is_true(near(e.slope * e.batch_size, slope, 1e-6)
+              or math.abs(e.slope * e.batch_size - slope) < 1e-12 * math.abs(e.mean),
+              'value ' .. i)
+            assert.is_true(math.abs(e.trend_t - t) <= 1e-6 * math.max(1, math.abs(t)),
+              'value ' .. i .. ': ' .. e.trend_t .. ' ' .. t)
+          end
         else
           -- No estimate: the least MSER is at the end of the first half, or too few values.
           assert.is_true(m.truncated >= m.batches // 2 or i - m.start + 1 < rule.batches,
@@ -233,25 +278,35 @@ describe('the stop monitor', function()
     end
   end)
 
-  it('stops a steady series once the interval is narrow enough, past the warm-up', function()
+  it('stops a steady series once the interval is narrow enough and confirmed', function()
     local xs = series(1000, { seed = 7, mu = 0.25, cv = 0.02, phi = 0.3, warm = 15 })
-    local res = run.replay_stop(xs, run.stop_rule({ ci = 0.01 }))
+    local res = run.replay_stop(xs, run.stop_rule({ ci = 0.01 }), nil, 1000)
     assert.is_truthy(res.stopped)
     assert.are.equal('converged_ci', res.verdict.reason)
     local e = res.verdict.estimate
     assert.is_true(e.relative <= 0.01)
     assert.is_true(e.steady_iterations >= 50)
     assert.is_true(e.steady_first_iteration > 15, tostring(e.steady_first_iteration))
-    assert.is_true(res.stopped < 300, tostring(res.stopped))
+    assert.is_true(res.stopped < 450, tostring(res.stopped))
     assert.is_true(e.lo <= 0.25 and e.hi >= 0.25, e.lo .. ' ' .. e.hi)
+    assert.are.equal(1, res.monitor.confirmations)
+    assert.is_nil(res.monitor.drift)
+    -- Without the confirmation, the stop is where the interval was first narrow enough: two
+    -- thirds of its window earlier (the first window began at the steady start).
+    local first = run.replay_stop(xs, run.stop_rule({ ci = 0.01, confirm = 0 }), nil, 1000)
+    assert.are.equal('converged_ci', first.verdict.reason)
+    local fe = first.verdict.estimate
+    local due = first.stopped + math.ceil(2 / 3 * (first.stopped - fe.steady_first + 1))
+    assert.is_true(res.stopped >= due, res.stopped .. ' ' .. due)
+    assert.is_true(res.stopped <= due + 5, res.stopped .. ' ' .. due)
     -- A tighter rule needs more iterations (about 4x for half the width).
-    local tight = run.replay_stop(xs, run.stop_rule({ ci = e.relative / 2 }))
-    assert.is_true(tight.stopped > 2 * res.stopped, tight.stopped .. ' ' .. res.stopped)
-    assert.is_true(tight.verdict.estimate.relative <= e.relative / 2)
+    local tight = run.replay_stop(xs, run.stop_rule({ ci = fe.relative / 2, confirm = 0 }))
+    assert.is_true(tight.stopped > 2 * first.stopped, tight.stopped .. ' ' .. first.stopped)
+    assert.is_true(tight.verdict.estimate.relative <= fe.relative / 2)
   end)
 
   it('waits for min_iters, and never stops a series that keeps drifting', function()
-    local xs = series(400, { seed = 3, cv = 0.001, warm = 0 })
+    local xs = series(600, { seed = 3, cv = 0.001, warm = 0 })
     local res = run.replay_stop(xs, run.stop_rule({ ci = 0.01, min_iters = 120 }))
     assert.are.equal('converged_ci', res.verdict.reason)
     assert.is_true(res.verdict.estimate.steady_iterations >= 120)
@@ -309,5 +364,149 @@ describe('the stop monitor', function()
     local checks = res.monitor.checks
     -- Every batch of 5 up to 200 batches, then every 0.5% of growth: 200 + 200 ln(20).
     assert.is_true(checks > 200 and checks < 200 + 200 * math.log(20) + 10, tostring(checks))
+  end)
+end)
+
+describe('a stop rule under drift', function()
+  local function full_mean(xs)
+    local w = assert(stats.steady_state(xs))
+    local s = 0
+    for i = w.first, w.last do
+      s = s + xs[i]
+    end
+    return s / (w.last - w.first + 1)
+  end
+
+  it('stops a recorded real run whose step time fell with stopped_by = drift', function()
+    -- 2ranks-mbs4-seq128-r2: its step time falls from about 92.7 to 88.5 ms after its first
+    -- 100 iterations. Stopped at its first narrow interval, the interval misses the mean its
+    -- record shows at the end; confirmed, the fall is seen, and the widened interval holds it.
+    local run_of
+    for _, r in ipairs(fixture().runs) do
+      if r.id == '2ranks-mbs4-seq128-r2' then
+        run_of = r
+      end
+    end
+    assert.is_truthy(run_of, 'fixture run 2ranks-mbs4-seq128-r2')
+    local xs = run_of.step_time_ms
+    local target = full_mean(xs)
+    local first = run.replay_stop(xs, run.stop_rule({ ci = 0.15, confirm = 0 }), nil, #xs)
+    assert.are.equal('converged_ci', first.verdict.reason)
+    local fe = first.verdict.estimate
+    assert.is_false(fe.lo <= target and target <= fe.hi, fe.lo .. ' ' .. fe.hi .. ' ' .. target)
+    local res = run.replay_stop(xs, run.stop_rule({ ci = 0.15 }), nil, #xs)
+    assert.are.equal('drift', res.verdict.reason)
+    local e = res.verdict.estimate
+    assert.is_true(e.lo <= target and target <= e.hi, e.lo .. ' ' .. e.hi .. ' ' .. target)
+    assert.is_true(e.half_width > e.batch_means_half_width)
+    assert.are.equal(e.batch_means_half_width + e.drift_allowance, e.half_width)
+    assert.is_true(e.relative <= 0.15)
+    assert.truthy(stop.message(res.verdict):find('^drift: steady step time'))
+    local s = stop.summary(res.monitor.rule, res.monitor, res.stopped, #xs)
+    assert.are.equal('drift', s.stopped_by)
+    assert.is_false(s.converged)
+    assert.are.equal('confirmation', s.drift.by)
+    assert.is_true(s.drift.shift_relative < -0.02, tostring(s.drift.shift_relative))
+    assert.truthy(s.warning:find('^the step time drifted: the %d+ iterations after iteration'))
+    assert.truthy(s.warning:find('the interval is widened by', 1, true))
+    assert.are.equal(e.half_width, s.ci.half_width_s)
+    assert.are.equal(e.batch_means_half_width, s.ci.batch_means_half_width_s)
+    -- The shift is the mean of the values after the held interval (all of them, or their later
+    -- half), from scratch, against the held mean.
+    local d = res.monitor.drift
+    local function mean_of(a, b)
+      local sum = 0
+      for i = a, b do
+        sum = sum + xs[i]
+      end
+      return sum / (b - a + 1)
+    end
+    local whole = mean_of(d.held_at_iteration + 1, d.at_iteration)
+    local later = mean_of(d.at_iteration - d.iterations + 1, d.at_iteration)
+    assert.is_true(near(d.mean, whole, 1e-9) or near(d.mean, later, 1e-9), tostring(d.mean))
+    assert.is_true(near(d.shift, d.mean - d.held_mean, 1e-12))
+    assert.is_true(math.abs(d.z) > stats.t_quantile(0.975, e.batches - 1) - 1e-9)
+  end)
+
+  -- A steady series, and the same with its step time 5% higher from 10 iterations after the
+  -- point where the interval is first narrow enough (a power cap, a clock change).
+  local function stepped()
+    local xs = series(1000, { seed = 4, cv = 0.01, phi = 0.3, warm = 10 })
+    local s0 = run.replay_stop(xs, run.stop_rule({ ci = 0.15, confirm = 0 }), nil, 1000).stopped
+    assert.is_truthy(s0)
+    for i = s0 + 10, #xs do
+      xs[i] = xs[i] * 1.05
+    end
+    return xs, s0
+  end
+
+  it('sees a step after the first narrow interval; never calls it converged', function()
+    local xs, s0 = stepped()
+    local target = full_mean(xs)
+    local old = run.replay_stop(xs, run.stop_rule({ ci = 0.15, confirm = 0 }), nil, 1000)
+    assert.are.equal(s0, old.stopped)
+    assert.is_true(old.verdict.estimate.hi < target)
+    for _, ci in ipairs({ 0.15, 0.01 }) do
+      local res = run.replay_stop(xs, run.stop_rule({ ci = ci }), nil, 1000)
+      assert.are.equal('drift', res.verdict.reason, 'ci ' .. ci)
+      local e = res.verdict.estimate
+      assert.is_true(res.stopped > s0 + 10)
+      assert.is_true(e.lo <= target and target <= e.hi, ci .. ': ' .. e.lo .. ' ' .. e.hi)
+      assert.is_true(e.relative <= ci)
+      assert.is_true(res.monitor.drift.shift / res.monitor.drift.held_mean > 0.02)
+    end
+    -- The tighter the rule, the longer it waits: the drift's share of the run must shrink.
+    local wide = run.replay_stop(xs, run.stop_rule({ ci = 0.15 }), nil, 1000)
+    local tight = run.replay_stop(xs, run.stop_rule({ ci = 0.01 }), nil, 1000)
+    assert.is_true(tight.stopped > wide.stopped, tight.stopped .. ' ' .. wide.stopped)
+    -- Narrow enough before the step, tight once it drifted: only near the end of the run is
+    -- what is left of it too short to move its mean by more than asked.
+    local late = run.replay_stop(xs, run.stop_rule({ ci = 0.003 }), nil, 1000)
+    assert.are.equal('drift', late.verdict.reason)
+    assert.is_true(late.stopped > 900, tostring(late.stopped))
+    local s = stop.summary(late.monitor.rule, late.monitor, late.stopped, 1000)
+    assert.are.equal('drift', s.stopped_by)
+    assert.truthy(s.warning:find('the step time drifted', 1, true))
+  end)
+
+  it('stops at max_iters with the interval widened for the drift', function()
+    local xs = stepped()
+    local res = run.replay_stop(xs, run.stop_rule({ ci = 0.01, max_iters = 700 }), nil, 1000)
+    assert.are.equal(700, res.stopped)
+    assert.are.equal('max_iters', res.verdict.reason)
+    assert.is_true(res.verdict.estimate.widened)
+    assert.truthy(stop.message(res.verdict):find('the step time moved by +', 1, true))
+    local s = stop.summary(res.monitor.rule, res.monitor, 700, 1000)
+    assert.are.equal('max_iters', s.stopped_by)
+    assert.truthy(s.warning:find('the step time drifted', 1, true))
+  end)
+
+  it('holds a stop back while the batch means trend, and says so', function()
+    -- 4% slower over 600 iterations: no stop, converged or not, and the record's warning.
+    local xs = series(600, { seed = 5, cv = 0.01, phi = 0.3, warm = 10 })
+    for i = 1, #xs do
+      xs[i] = xs[i] * (1 + 0.04 * i / 600)
+    end
+    local res = run.replay_stop(xs, run.stop_rule({ ci = 0.15 }), nil, 600)
+    assert.is_nil(res.stopped)
+    local s = stop.summary(res.monitor.rule, res.monitor, 600, 600)
+    assert.are.equal('trend', s.drift.by)
+    assert.is_true(s.drift.trend_t > stats.t_quantile(0.975, s.ci.batches - 1))
+    assert.truthy(s.warning:find('^the step time drifts: the batch means of its last steady '
+      .. 'window trend by %+'))
+  end)
+
+  it('flags few steady series: about the rule\'s 5%', function()
+    local flagged, stopped = 0, 0
+    for seed = 1, 60 do
+      local xs = series(1000, { seed = 100 + seed, cv = 0.01, phi = 0.3, warm = 10 })
+      local res = run.replay_stop(xs, run.stop_rule({ ci = 0.01 }), nil, 1000)
+      if res.stopped then
+        stopped = stopped + 1
+        flagged = flagged + (res.verdict.reason == 'drift' and 1 or 0)
+      end
+    end
+    assert.is_true(stopped >= 55, tostring(stopped))
+    assert.is_true(flagged <= 9, tostring(flagged))
   end)
 end)

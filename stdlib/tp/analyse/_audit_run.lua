@@ -87,7 +87,8 @@ local function run_findings(run, e, m, out)
   -- Completion.
   local last = run.last_iteration
   local total = e.config['training.iters'] or run.train_iters
-  local by_rule = run.stopped_by == 'converged_ci' or run.stopped_by == 'max_iters'
+  local by_rule = run.stopped_by == 'converged_ci' or run.stopped_by == 'drift'
+    or run.stopped_by == 'max_iters'
   if by_rule and is_finite(last) and is_finite(total) and last < total then
     -- Stopped by its stop rule once its step time was known (docs/stopping.md): complete.
     out[#out + 1] = new_finding('info', 'stopped_early', 'training.iters', string.format(

@@ -43,6 +43,65 @@ end
 
 local named = require('tp.analyse._mlperf_base').named
 
+-- Compares two versions like 5.1.0 number by number.
+local function version_less(a, b)
+  local xa, xb = {}, {}
+  for d in a:gmatch('%d+') do
+    xa[#xa + 1] = tonumber(d)
+  end
+  for d in b:gmatch('%d+') do
+    xb[#xb + 1] = tonumber(d)
+  end
+  for i = 1, math.max(#xa, #xb) do
+    if (xa[i] or 0) ~= (xb[i] or 0) then
+      return (xa[i] or 0) < (xb[i] or 0)
+    end
+  end
+  return false
+end
+
+--- The training rulesets whose RCP files tplua carries: the training_<V> folders of
+--- mlperf_rcp/ beside this module, in version order (M.RULESETS when they cannot be listed).
+---@return string[]
+function M.rulesets()
+  local entries = fs.list(data_dir())
+  if not entries then
+    return table.move(M.RULESETS, 1, #M.RULESETS, 1, {})
+  end
+  local out = {}
+  for _, e in ipairs(entries) do
+    local v = e.name:match('^training_(%d+%.%d+%.%d+)$')
+    if v and e.type == 'directory' then
+      out[#out + 1] = v
+    end
+  end
+  table.sort(out, version_less)
+  return out
+end
+
+--- Checks a ruleset named by a user: nil when it is one tplua carries (or when `custom`, an RCP
+--- file of the user's, stands for its data and it is a version like 5.1.0), else the message
+--- that names the ones it carries.
+---@param ruleset string
+---@param custom? boolean an RCP file is given
+---@return string|nil err
+function M.unknown_ruleset(ruleset, custom)
+  if type(ruleset) ~= 'string' or not ruleset:match('^%d+%.%d+%.%d+$') then
+    return string.format("'%s' is not a version like %s", tostring(ruleset), M.DEFAULT_RULESET)
+  end
+  if custom then
+    return nil
+  end
+  local known = M.rulesets()
+  for _, v in ipairs(known) do
+    if v == ruleset then
+      return nil
+    end
+  end
+  return string.format('unknown MLPerf Training ruleset %s: tplua carries the RCPs of %s '
+    .. '(or give an RCP file with --rcp-file)', ruleset, table.concat(known, ', '))
+end
+
 --- The RCP file tplua carries for a benchmark and ruleset (it may not exist).
 ---@param benchmark string
 ---@param ruleset string e.g. '5.1.0'
@@ -180,7 +239,7 @@ function M.load(benchmark, runs, opts)
   local file = opts.file or M.file(benchmark, ruleset)
   if not opts.file and not fs.is_file(file) then
     return nil, string.format('no RCP data for %s in training ruleset %s (tplua carries %s)',
-      benchmark, ruleset, table.concat(M.RULESETS, ', '))
+      benchmark, ruleset, table.concat(M.rulesets(), ', '))
   end
   local doc, err = json.load_file(file)
   if type(doc) ~= 'table' then

@@ -28,6 +28,29 @@ M.RUN_COUNTS = {
 
 local TOKEN <const> = ':::MLLOG '
 
+--- Benchmarks whose `eval_accuracy` is a loss (the language models' evaluation loss, log
+--- perplexity; flux1's validation loss): lower is better, and the quality target is an upper
+--- bound. The targets are the closed division's compliance checks of mlcommons/logging
+--- (mlperf_logging/compliance_checker/training_<V>/closed_<benchmark>.yaml, ATLEAST_ONE_CHECK
+--- `v['value'] <= T`; gpt3 from training_4.0.0, the others from the newest ruleset that has
+--- them). Other benchmarks log an accuracy, higher is better.
+M.EVAL_LOSS_TARGETS = { llama2_70b_lora = 0.925, llama31_8b = 3.3, llama31_405b = 5.6,
+  gpt3 = 2.69, gpt_oss_20b = 3.34, deepseekv3_671b = 3.6, flux1 = 0.586 }
+
+--- What a benchmark's `eval_accuracy` holds: {loss = true, name = 'eval loss', target = T,
+--- label = 'eval loss (lower is better)'} for the benchmarks of EVAL_LOSS_TARGETS, else
+--- {loss = false, name = 'eval accuracy', label = 'eval accuracy'}.
+---@param benchmark? string
+---@return table
+function M.eval_metric(benchmark)
+  local target = M.EVAL_LOSS_TARGETS[benchmark or '']
+  if target then
+    return { loss = true, name = 'eval loss', target = target,
+      label = 'eval loss (lower is better)' }
+  end
+  return { loss = false, name = 'eval accuracy', label = 'eval accuracy' }
+end
+
 -- The tracked_stats values a run keeps: throughput as the submitters' code logs it (AMD's
 -- `throughput`, NVIDIA's `train_step_time`; MLPerf defines neither, so they stay as logged).
 local TRACKED <const> = { throughput = true, train_step_time = true }
@@ -236,7 +259,8 @@ end
 
 --- Scores parsed runs by MLPerf's rules. `opts.benchmark` names the benchmark when the files do
 --- not; `opts.scaling_factor` is the review's scaling.json factor (nil: none). The RCP check
---- (tp.analyse._mlperf_rcp, `opts.ruleset`, `opts.rcp_file`; `opts.rcp = false` skips it)
+--- (tp.analyse._mlperf_rcp, `opts.ruleset` — one tplua carries, `rulesets()`, else it raises,
+--- unless `opts.rcp_file` gives the data —, `opts.rcp_file`; `opts.rcp = false` skips it)
 --- gives `rcp`; without a scaling.json, a passed check's normalisation factor (RCP mean /
 --- the submission's mean samples to converge, when above 1) scales the score, as the
 --- summarizer's scaling.json would. Returns `benchmark`, `required` (nil when the benchmark
@@ -249,6 +273,13 @@ end
 ---@return table result
 function M.score(runs, opts)
   opts = opts or {}
+  if opts.ruleset ~= nil and opts.rcp ~= false then
+    -- A ruleset tplua does not carry would leave the check without data: a misuse, named.
+    local err = rcp.unknown_ruleset(opts.ruleset, opts.rcp_file ~= nil)
+    if err then
+      error('tp.analyse.mlperf: ruleset: ' .. err, 2)
+    end
+  end
   local r = { runs = runs, findings = {}, scaling_factor = 1 }
   local scores = {}
   for _, run in ipairs(runs) do
@@ -296,7 +327,36 @@ function M.score(runs, opts)
   if r.olympic and (not r.required or #runs >= r.required) then
     r.score = r.olympic * r.scaling_factor
   end
+  r.official = r.score ~= nil and r.required ~= nil
+  r.score_note = M.score_note(r)
   return r
+end
+
+--- What the score line says of the runs behind a score (nil for a score of all the runs the
+--- benchmark requires): an official score of fewer scored runs (the others not converged), a
+--- score of a benchmark whose required runs are unknown (not official), or why there is none.
+---@param r table from score
+---@return string|nil
+function M.score_note(r)
+  local files = #r.runs
+  if r.score then
+    if not r.required then
+      return string.format('%d run%s; the runs %s requires are unknown: not an official score',
+        files, files == 1 and '' or 's', r.benchmark)
+    elseif r.scored < r.required then
+      return string.format('official, from %d scored runs of the %d required: %d not converged, '
+        .. 'counted as the slowest dropped', r.scored, r.required, r.dropped)
+    end
+    return nil
+  end
+  if r.required and files < r.required then
+    return string.format('%d result file%s, %s needs %d%s', files, files == 1 and '' or 's',
+      r.benchmark, r.required, r.olympic and string.format('; the olympic mean of these is '
+        .. '%.4f minutes, not a score', r.olympic) or '')
+  elseif r.dropped > r.max_dropped then
+    return string.format('%d runs not converged, at most %d may be', r.dropped, r.max_dropped)
+  end
+  return 'no run scored'
 end
 
 --- Adds the findings of `r.rcp` to `r.findings`: a failed check, a check that could not run,
@@ -350,6 +410,12 @@ end
 ---@return string? err
 function M.score_dir(dir, opts)
   opts = opts or {}
+  if opts.ruleset ~= nil and opts.rcp ~= false then
+    local err = rcp.unknown_ruleset(opts.ruleset, opts.rcp_file ~= nil)
+    if err then
+      error('tp.analyse.mlperf: ruleset: ' .. err, 2)
+    end
+  end
   local names, lerr = result_files(dir)
   if not names then
     return nil, named(dir, lerr)
@@ -415,7 +481,8 @@ local function side(r)
   local minutes = scored_values(r, 'minutes')
   local samples = scored_values(r, 'samples_to_converge')
   local s = { dir = r.dir, score = r.score, olympic = r.olympic, scored = r.scored,
-    dropped = r.dropped, minutes = minutes, accelerators = M.accelerators(r), rcp = r.rcp,
+    dropped = r.dropped, required = r.required, files = #r.runs, score_note = r.score_note,
+    minutes = minutes, accelerators = M.accelerators(r), rcp = r.rcp,
     scaling_factor = r.scaling_factor, scaling_source = r.scaling_source, result = r }
   if #minutes > 0 then
     s.mean_minutes = stats.mean(minutes)
@@ -523,6 +590,11 @@ function M.compare_dirs(dir_a, dir_b, opts)
   end
   return M.compare(a, b, { seed = opts.seed, level = opts.level, resamples = opts.resamples })
 end
+
+--- The training rulesets whose RCPs tplua carries (tp.analyse._mlperf_rcp.rulesets), and the
+--- message for one it does not (nil when it does, or when an RCP file stands for its data).
+M.rulesets = rcp.rulesets
+M.unknown_ruleset = rcp.unknown_ruleset
 
 --- Whether `path` is an MLPerf submission directory: a directory whose result_*.txt files
 --- (the first of them, read up to 64 KiB) hold `:::MLLOG ` lines.

@@ -48,7 +48,8 @@ options:
   --json          print one JSON document instead of the text
   --curve         print every run's eval accuracy curve (samples_count or epoch_num: accuracy)
   --seed N        compare: the bootstrap's seed (default 1; the same seed, the same CI)
-  --ruleset V     the training ruleset of the RCPs (5.0.0, 5.1.0, 6.0.0, 6.1.0; default 5.1.0)
+  --ruleset V     the training ruleset of the RCPs: one tplua carries (5.0.0, 5.1.0, 6.0.0,
+                  6.1.0; default 5.1.0), or any with --rcp-file
   --rcp-file F    an RCP JSON file of the rcp_checker's layout instead of tplua's copy
   --out PATH      export: the file (RECORD) or directory (DIR) to write
   --benchmark B, --org O, --division D, --status S, --platform P
@@ -77,6 +78,12 @@ local named = require('tp.analyse.mlperf').named
 local function usage_error(msg)
   return cli.usage_error('mlperf', msg, M.usage)
 end
+
+-- The units of the tracked_stats values kept, as the logs give them: AMD's `throughput` is
+-- samples per second (384 samples between two values 65.3 s apart, evaluation excluded, in its
+-- llama2_70b_lora logs: 5.88), NVIDIA's `train_step_time` seconds per step (its train_loss
+-- lines, 10 steps apart, are 7.4 s apart: 0.74 s per step).
+local TRACKED_UNITS = { throughput = 'samples/s', train_step_time = 's/step' }
 
 local function fmt_num(v, f)
   return v and string.format(f, v) or '-'
@@ -126,8 +133,9 @@ local function print_text(r, opts)
   for _, run in ipairs(r.runs) do
     width = math.max(width, #run.file)
   end
+  local metric = require('tp.analyse.mlperf').eval_metric(r.benchmark)
   out:write(string.format('\n  %-' .. width .. 's  %-8s  %9s  %9s  %5s  %s\n', 'file', 'status',
-    'minutes', 'samples', 'evals', 'last accuracy'))
+    'minutes', 'samples', 'evals', 'last ' .. metric.label))
   for _, run in ipairs(r.runs) do
     local last = run.evals[#run.evals]
     out:write(string.format('  %-' .. width .. 's  %-8s  %9s  %9s  %5d  %s\n', run.file,
@@ -150,7 +158,8 @@ local function print_text(r, opts)
           for _, x in ipairs(xs) do
             sum = sum + x
           end
-          parts[#parts + 1] = string.format('%s %.4f (%d)', name, sum / #xs, #xs)
+          parts[#parts + 1] = string.format('%s %.4f %s (%d)', name, sum / #xs,
+            TRACKED_UNITS[name], #xs)
         end
       end
       out:write(string.format('  %-' .. width .. 's  %s\n', run.file,
@@ -158,7 +167,9 @@ local function print_text(r, opts)
     end
   end
   if opts.curve then
-    out:write('\neval accuracy (samples_count or epoch_num:accuracy)\n')
+    out:write(metric.loss and string.format('\neval loss, lower is better (MLPerf\'s target: '
+      .. '<= %g; samples_count or epoch_num:loss)\n', metric.target)
+      or '\neval accuracy (samples_count or epoch_num:accuracy)\n')
     for _, run in ipairs(r.runs) do
       out:write(string.format('  %-' .. width .. 's  %s\n', run.file, curve_text(run)))
     end
@@ -182,10 +193,11 @@ local function print_text(r, opts)
     out:write(string.format('scaling factor: %.6f (RCP normalisation; no scaling.json)\n',
       r.scaling_factor))
   end
+  local note = r.score_note and (' (' .. r.score_note .. ')') or ''
   if r.score then
-    out:write(string.format('score: %.4f minutes\n', r.score))
+    out:write(string.format('score: %.4f minutes%s\n', r.score, note))
   else
-    out:write('score: none\n')
+    out:write('score: none' .. note .. '\n')
   end
 end
 
@@ -198,10 +210,13 @@ local function for_json(r)
       samples_to_converge = run.samples_to_converge, evals = json.array(run.evals),
       tracked_stats = next(run.tracked) and run.tracked or nil }
   end
+  local metric = require('tp.analyse.mlperf').eval_metric(r.benchmark)
   return { benchmark = r.benchmark, dir = r.dir, required = r.required, runs = runs,
     scored = r.scored, dropped = r.dropped, max_dropped = r.max_dropped, olympic = r.olympic,
     scaling_factor = r.scaling_factor, scaling_source = r.scaling_source,
-    rcp = M.rcp_json(r.rcp), score = r.score, findings = json.array(r.findings) }
+    rcp = M.rcp_json(r.rcp), score = r.score, official = r.official, score_note = r.score_note,
+    eval_metric = { name = metric.name, lower_is_better = metric.loss, target = metric.target },
+    tracked_stats_units = TRACKED_UNITS, findings = json.array(r.findings) }
 end
 
 --- An RCP verdict as JSON (nil stays nil).
@@ -245,10 +260,14 @@ local function print_compare(c, out)
   local a, b = c.a, c.b
   out:write(string.format('MLPerf Training %s: B vs A (A the baseline)\n  A  %s\n  B  %s\n\n',
     c.benchmark, a.dir, b.dir))
+  local function scored(x)
+    return x.required and string.format('%d of %d', x.scored, x.required) or tostring(x.scored)
+  end
   local rows = {
     { 'score (minutes)', fmt_num(a.score, '%.4f'), fmt_num(b.score, '%.4f') },
-    { 'runs scored', tostring(a.scored), tostring(b.scored) },
-    { 'mean time to train', fmt_num(a.mean_minutes, '%.4f'), fmt_num(b.mean_minutes, '%.4f') },
+    { 'runs scored (required)', scored(a), scored(b) },
+    { 'mean time to train (min)', fmt_num(a.mean_minutes, '%.4f'),
+      fmt_num(b.mean_minutes, '%.4f') },
     { 'accelerators', a.accelerators and tostring(a.accelerators) or 'unknown',
       b.accelerators and tostring(b.accelerators) or 'unknown' },
     { 'accelerator-minutes', fmt_num(a.accelerator_minutes, '%.2f'),
@@ -266,15 +285,21 @@ local function print_compare(c, out)
   rows[#rows + 1] = { 'RCP olympic mean', fmt_num(a.rcp and a.rcp.mean, '%.1f'),
     fmt_num(b.rcp and b.rcp.mean, '%.1f') }
   rows[#rows + 1] = { 'scaling factor', scaling_cell(a), scaling_cell(b) }
-  out:write(string.format('  %-22s  %20s  %20s\n', '', 'A', 'B'))
+  out:write(string.format('  %-24s  %20s  %20s\n', '', 'A', 'B'))
   for _, row in ipairs(rows) do
-    out:write(string.format('  %-22s  %20s  %20s\n', row[1], row[2], row[3]))
+    out:write(string.format('  %-24s  %20s  %20s\n', row[1], row[2], row[3]))
   end
   out:write('\n')
   if c.ratio then
     out:write(string.format('score ratio B/A: %.4f (%.4f / %.4f)\n', c.ratio, b.score, a.score))
   else
-    out:write('score ratio B/A: none (a side has no score)\n')
+    local why = {}
+    for _, x in ipairs({ { 'A', a }, { 'B', b } }) do
+      if not x[2].score then
+        why[#why + 1] = string.format('%s: %s', x[1], x[2].score_note or 'no score')
+      end
+    end
+    out:write(string.format('score ratio B/A: none (%s)\n', table.concat(why, '; ')))
   end
   out:write(string.format('mean time to train B/A: %.4f, %g%% CI [%.4f, %.4f] (bootstrap, %d '
     .. 'resamples, seed %d)\n', c.ci.estimate, c.level * 100, c.ci.lo, c.ci.hi, c.resamples,
@@ -488,9 +513,13 @@ function M.run(args)
     io.stdout:write(M.usage)
     return 0
   end
-  if opts.ruleset and not opts.ruleset:match('^%d+%.%d+%.%d+$') then
-    return usage_error(string.format("option '--ruleset': '%s' is not a version like 5.1.0",
-      opts.ruleset))
+  if opts.ruleset then
+    -- Only a ruleset tplua carries the RCPs of (or any, with --rcp-file): an unknown one would
+    -- leave the RCP check without data.
+    local err = require('tp.analyse.mlperf').unknown_ruleset(opts.ruleset, opts.rcp_file ~= nil)
+    if err then
+      return usage_error("option '--ruleset': " .. err)
+    end
   end
   if rest[1] == 'compare' then
     return run_compare(opts, rest)

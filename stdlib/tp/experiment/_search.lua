@@ -254,6 +254,8 @@ local function document(plan, platform, s, cands, result, state)
     settings = { eta = s.eta, min_iters = s.min_iters, max_iters = s.max_iters,
       budget = s.budget, level = s.level },
     best = result.best and result.best.label or nil,
+    -- Whether the best is separated from the runner-up at the intervals' level.
+    runner_up = search.separation(result.best, cands),
     spent_gpu_seconds = result.spent_gpu_seconds,
     grid_gpu_seconds = grid,
     fraction = grid and grid > 0 and result.spent_gpu_seconds / grid or nil,

@@ -189,6 +189,41 @@ function M.budget(s, candidates)
     fraction = grid > 0 and nominal / grid or 0, cap = s.budget * grid }
 end
 
+--- Whether the best candidate is separated from the runner-up (the candidate with the next
+--- highest estimate, measured at any rung) at the intervals' level: the runner-up's interval
+--- lies wholly below the best's (its high end under the best's low end), the criterion a rung
+--- drops a candidate as worse by. Returns nil when there is no best or no other estimate, else
+--- {candidate (the runner-up), estimate, lo, hi, separated, overlapping (how many others'
+--- intervals reach the best's low end)}. Candidates are {estimate, lo, hi (nil: unbounded),
+--- and `label` or `candidate`}.
+---@param best table|nil
+---@param candidates table[]
+---@return table|nil
+function M.separation(best, candidates)
+  if not best or type(best.estimate) ~= 'number' then
+    return nil
+  end
+  local runner, overlapping = nil, 0
+  for _, c in ipairs(candidates or {}) do
+    if c ~= best and type(c.estimate) == 'number' and (c.label or c.candidate)
+      ~= (best.label or best.candidate) then
+      if not runner or c.estimate > runner.estimate then
+        runner = c
+      end
+      if (c.hi or math.huge) >= (best.lo or -math.huge) then
+        overlapping = overlapping + 1
+      end
+    end
+  end
+  if not runner then
+    return nil
+  end
+  local hi = runner.hi or math.huge
+  return { candidate = runner.label or runner.candidate, estimate = runner.estimate,
+    lo = runner.lo, hi = hi ~= math.huge and hi or nil,
+    separated = type(best.lo) == 'number' and hi < best.lo, overlapping = overlapping }
+end
+
 -- ---------------------------------------------------------------------------------------------
 -- Estimates.
 
@@ -592,6 +627,9 @@ function M.plan_lines(info)
       .. '%d iterations: %s); at most %.0f%% of its GPU-time when rankings are not confident',
       thousands(b.nominal), 100 * b.fraction, #info.candidates, s.max_iters, thousands(b.grid),
       100 * s.budget)
+    out[#out + 1] = '    (GPU-iterations: measured iterations x GPUs, each run\'s start-up and '
+      .. 'warm-up excluded; GPU-time: GPUs x wall time, start-up included, the grid\'s estimated '
+      .. 'from what the runs measure; the nominal schedule is never cut)'
   end
   return out
 end

@@ -42,7 +42,10 @@ local function table_rows(sides)
     rows[#rows + 1] = r
   end
   row('score (minutes)', function(s) return f(s.score, '%.4f') end)
-  row('runs scored / not', function(s) return string.format('%d / %d', s.scored, s.dropped) end)
+  row('runs scored / not (required)', function(s)
+    return string.format('%d / %d (%s)', s.scored, s.dropped, s.required
+      and tostring(s.required) or 'unknown')
+  end)
   row('mean time to train (minutes)', function(s) return f(s.mean_minutes, '%.4f') end)
   row('accelerators', function(s) return s.accelerators and tostring(s.accelerators)
     or 'unknown' end)
@@ -103,11 +106,15 @@ function M.build(dirs, opts)
 end
 
 --- The chart of every run's eval accuracy against samples_count (epoch_num when a run logs no
---- samples), one colour per directory. Returns {chart=} or {missing=why}.
+--- samples), one colour per directory; for a benchmark whose eval_accuracy is a loss
+--- (tp.analyse.mlperf.eval_metric: the language models, flux1) the title and axis say so, lower
+--- being better, and MLPerf's target is drawn. Returns {chart=} or {missing=why}.
 ---@param model table from build
 ---@return table
 function M.chart(model)
+  local metric = mlperf.eval_metric(model.benchmark)
   local series, xlabel = {}, 'samples'
+  local xmin, xmax
   for i, s in ipairs(model.sides) do
     for k, run in ipairs(s.result.runs) do
       local xs, ys = {}, {}
@@ -115,6 +122,7 @@ function M.chart(model)
         local x = e.samples_count or e.epoch_num
         if type(x) == 'number' and type(e.value) == 'number' then
           xs[#xs + 1], ys[#ys + 1] = x, e.value
+          xmin, xmax = math.min(xmin or x, x), math.max(xmax or x, x)
           if not e.samples_count then
             xlabel = 'samples (epoch_num where no samples_count is logged)'
           end
@@ -129,8 +137,41 @@ function M.chart(model)
   if #series == 0 then
     return { missing = 'no run logs an eval_accuracy' }
   end
+  if metric.loss then
+    series[#series + 1] = { title = string.format('MLPerf target: <= %g', metric.target),
+      x = { xmin, xmax }, y = { metric.target, metric.target }, color = '#555555', width = 1,
+      dash = 2 }
+    return { chart = { kind = 'lines', title = 'Eval loss against samples, every run (lower is '
+      .. 'better)', xlabel = xlabel, ylabel = 'eval loss (eval_accuracy), lower is better',
+      series = series } }
+  end
   return { chart = { kind = 'lines', title = 'Eval accuracy against samples, every run',
     xlabel = xlabel, ylabel = 'eval_accuracy', series = series } }
+end
+
+-- The title of the eval section and the caption of its chart.
+local function eval_texts(model)
+  local metric = mlperf.eval_metric(model.benchmark)
+  if metric.loss then
+    return 'Eval loss against samples (lower is better)', string.format('Every run\'s '
+      .. 'eval_accuracy against samples_count, one colour per submission: for %s an evaluation '
+      .. 'loss, lower is better; the dashed line is MLPerf\'s target (<= %g).',
+      tostring(model.benchmark), metric.target)
+  end
+  return 'Eval accuracy against samples', 'Every run\'s eval_accuracy against samples_count, '
+    .. 'one colour per submission.'
+end
+
+-- The notes of the sides whose score is not that of all the runs the benchmark requires.
+local function score_notes(model)
+  local out = {}
+  for _, s in ipairs(model.sides) do
+    if s.score_note then
+      out[#out + 1] = string.format('%s: score %s (%s)', s.label, s.score and string.format(
+        '%.4f minutes', s.score) or 'none', s.score_note)
+    end
+  end
+  return out
 end
 
 local function headline(c)
@@ -139,7 +180,14 @@ local function headline(c)
     parts[#parts + 1] = string.format('score ratio %s/A %.4f (%.4f / %.4f minutes)', c.b.label,
       c.ratio, c.b.score, c.a.score)
   else
-    parts[#parts + 1] = string.format('score ratio %s/A: none (a side has no score)', c.b.label)
+    local why = {}
+    for _, x in ipairs({ c.a, c.b }) do
+      if not x.score then
+        why[#why + 1] = string.format('%s: %s', x.label, x.score_note or 'no score')
+      end
+    end
+    parts[#parts + 1] = string.format('score ratio %s/A: none (%s)', c.b.label,
+      table.concat(why, '; '))
   end
   parts[#parts + 1] = string.format('mean time to train %s/A %.4f, %g%% CI [%.4f, %.4f] '
     .. '(bootstrap, %d resamples, seed %d)', c.b.label, c.ci.estimate, c.level * 100, c.ci.lo,
@@ -162,7 +210,10 @@ local function run_rows(s)
   return rows
 end
 
-local RUN_HEAD = { 'file', 'status', 'minutes', 'samples', 'evals', 'last accuracy' }
+local function run_head(model)
+  return { 'file', 'status', 'minutes', 'samples', 'evals',
+    'last ' .. mlperf.eval_metric(model.benchmark).label }
+end
 
 local function md_table(head, rows)
   local out = { '| ' .. table.concat(head, ' | ') .. ' |' }
@@ -208,16 +259,21 @@ function M.markdown(model, plotted)
   end
   table.move(md_table(head, model.rows), 1, #model.rows + 2, #l + 1, l)
   l[#l + 1] = ''
+  for _, n in ipairs(score_notes(model)) do
+    l[#l + 1] = '- ' .. n
+  end
+  l[#l + 1] = ''
   l[#l + 1] = 'Scores by MLPerf\'s rules (olympic mean of the times to train, times the scaling '
     .. 'factor; RCP check of the pruned reference convergence points), as `tplua mlperf '
     .. 'compare` prints them; docs/mlperf.md lists the rules.'
   l[#l + 1] = ''
-  l[#l + 1] = '## Eval accuracy against samples'
+  local title, caption = eval_texts(model)
+  l[#l + 1] = '## ' .. title
   l[#l + 1] = ''
   if plotted.png then
-    l[#l + 1] = string.format('![Eval accuracy against samples](%s)', plotted.png)
+    l[#l + 1] = string.format('![%s](%s)', title, plotted.png)
     l[#l + 1] = ''
-    l[#l + 1] = 'Every run\'s eval_accuracy against samples_count, one colour per submission.'
+    l[#l + 1] = caption
   else
     l[#l + 1] = 'Not drawn: ' .. tostring(plotted.error)
   end
@@ -226,7 +282,7 @@ function M.markdown(model, plotted)
     l[#l + 1] = string.format('## Runs of %s', s.label)
     l[#l + 1] = ''
     local rows = run_rows(s)
-    table.move(md_table(RUN_HEAD, rows), 1, #rows + 2, #l + 1, l)
+    table.move(md_table(run_head(model), rows), 1, #rows + 2, #l + 1, l)
   end
   return table.concat(l, '\n') .. '\n'
 end
@@ -278,17 +334,25 @@ function M.html(model, plotted, svg)
     head[i + 1] = s.label
   end
   o[#o + 1] = html_table(head, model.rows)
-  o[#o + 1] = '</section><section id="eval-accuracy"><h2>Eval accuracy against samples</h2>'
+  local notes = score_notes(model)
+  if #notes > 0 then
+    o[#o + 1] = '<ul>'
+    for _, n in ipairs(notes) do
+      o[#o + 1] = '<li>' .. esc(n) .. '</li>'
+    end
+    o[#o + 1] = '</ul>'
+  end
+  local title, caption = eval_texts(model)
+  o[#o + 1] = '</section><section id="eval-accuracy"><h2>' .. esc(title) .. '</h2>'
   if svg then
-    o[#o + 1] = '<figure>' .. svg .. '<figcaption>Every run\'s eval_accuracy against '
-      .. 'samples_count, one colour per submission.</figcaption></figure>'
+    o[#o + 1] = '<figure>' .. svg .. '<figcaption>' .. esc(caption) .. '</figcaption></figure>'
   else
     o[#o + 1] = '<p>Not drawn: ' .. esc(plotted.error or 'no SVG') .. '</p>'
   end
   o[#o + 1] = '</section>'
   for _, s in ipairs(model.sides) do
     o[#o + 1] = '<section><h2>Runs of ' .. esc(s.label) .. '</h2>'
-      .. html_table(RUN_HEAD, run_rows(s)) .. '</section>'
+      .. html_table(run_head(model), run_rows(s)) .. '</section>'
   end
   o[#o + 1] = '</body></html>\n'
   return table.concat(o)

@@ -2,7 +2,8 @@
 -- recipe's search writes as <results>/search-<platform>.json): found in results directories,
 -- and shown as text (tplua compare, the end of a search) and Markdown (tplua report): each
 -- rung, its candidates kept and dropped and why (their tokens/s and interval against the
--- bound), the best, and the GPU-time spent against the full grid's.
+-- bound), the best and whether it is separated from the runner-up at the intervals' level, and
+-- the GPU-time (start-up included) and GPU-iterations (excluded) spent against the full grid's.
 local M = {}
 
 M.SCHEMA = 'tplua.search/1'
@@ -67,8 +68,8 @@ local function heading(doc)
   if doc.state ~= 'complete' then
     state = string.format(' (%s: run it again to resume)', tostring(doc.state))
   end
-  return string.format('search %s: %s, eta %s, %s to %s iterations, budget %s%% of the grid, '
-    .. '%s with %s%% intervals%s', tostring(doc.platform), doc.strategy == 'halving'
+  return string.format('search %s: %s, eta %s, %s to %s iterations, budget %s%% of the grid\'s '
+    .. 'GPU-time, %s with %s%% intervals%s', tostring(doc.platform), doc.strategy == 'halving'
     and 'successive halving' or tostring(doc.strategy), num(st.eta), num(st.min_iters),
     num(st.max_iters), num((st.budget or 0) * 100), METRIC_LABEL[doc.metric] or
     tostring(doc.metric), num((st.level or 0) * 100), state)
@@ -111,7 +112,26 @@ local function rung_rows(r)
   return rows
 end
 
--- The closing lines: the best and the GPU-time.
+-- Whether the best is separated from the runner-up at the intervals' level (tp.plan.search
+-- .separation over the document's candidates), as one line; nil when there is no runner-up.
+local function separation_line(doc, best)
+  local sep = require('tp.plan.search').separation(best, doc.candidates)
+  if not sep then
+    return nil
+  end
+  local level = num(((doc.settings or {}).level or 0) * 100)
+  local runner = string.format('[%s] %s', tostring(sep.candidate), interval(sep))
+  if sep.separated then
+    return string.format('separated from the runner-up at %s%%: %s, its high end below the '
+      .. 'best\'s low end %s', level, runner, num(best.lo))
+  end
+  return string.format('NOT separated from the runner-up at %s%%: %s reaches the best\'s low '
+    .. 'end %s (%d candidate%s in all): the measurements cannot tell which is faster', level,
+    runner, num(best.lo), sep.overlapping, sep.overlapping == 1 and '' or 's')
+end
+
+-- The closing lines: the best, whether it is separated from the runner-up, and the GPU-time
+-- against the budget.
 local function totals(doc)
   local out = {}
   local unit = METRIC_LABEL[doc.metric] or tostring(doc.metric)
@@ -120,23 +140,32 @@ local function totals(doc)
       if c.candidate == doc.best then
         out[#out + 1] = string.format('best: [%s] %s %s over %s measured iterations', c.candidate,
           interval(c), unit, num(c.iters))
+        out[#out + 1] = separation_line(doc, c)
       end
     end
   elseif doc.state == 'complete' then
     out[#out + 1] = 'best: none (no candidate could be measured)'
   end
   if doc.spent_gpu_seconds then
-    local line = string.format('GPU-time: %s GPU-s', num(doc.spent_gpu_seconds))
+    local line = string.format('GPU-time (GPUs x wall time, start-up included): %s GPU-s',
+      num(doc.spent_gpu_seconds))
+    local budget = (doc.settings or {}).budget
     if doc.grid_gpu_seconds and doc.grid_gpu_seconds > 0 then
+      local share = doc.spent_gpu_seconds / doc.grid_gpu_seconds
       line = line .. string.format(', %.1f%% of the full grid\'s %s GPU-s (estimated from what '
-        .. 'the runs measured)', 100 * doc.spent_gpu_seconds / doc.grid_gpu_seconds,
-        num(doc.grid_gpu_seconds))
-    end
-    if doc.spent_gpu_iters and doc.grid_gpu_iters and doc.grid_gpu_iters > 0 then
-      line = line .. string.format('; GPU-iterations %s of %s (%.1f%%)', num(doc.spent_gpu_iters),
-        num(doc.grid_gpu_iters), 100 * doc.spent_gpu_iters / doc.grid_gpu_iters)
+        .. 'the runs measured)', 100 * share, num(doc.grid_gpu_seconds))
+      if type(budget) == 'number' then
+        line = line .. (share <= budget + 1e-9 and string.format(', within the %s%% budget',
+          num(budget * 100)) or string.format(', over the %s%% budget: the nominal schedule '
+          .. 'is never cut', num(budget * 100)))
+      end
     end
     out[#out + 1] = line
+    if doc.spent_gpu_iters and doc.grid_gpu_iters and doc.grid_gpu_iters > 0 then
+      out[#out + 1] = string.format('GPU-iterations (measured iterations x GPUs, start-up and '
+        .. 'warm-up excluded): %s of the grid\'s %s (%.1f%%)', num(doc.spent_gpu_iters),
+        num(doc.grid_gpu_iters), 100 * doc.spent_gpu_iters / doc.grid_gpu_iters)
+    end
   end
   return out
 end

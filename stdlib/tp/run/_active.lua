@@ -26,7 +26,7 @@ end
 local STOPPED_BY = { nan = 'nan_loss', oom = 'oom', nccl = 'nccl_failure', stall = 'stall' }
 
 --- Why tplua stops a run that has given its answer: not a failure (tp.run._stop).
-Active.GOOD_STOPS = { converged_ci = true, max_iters = true }
+Active.GOOD_STOPS = { converged_ci = true, drift = true, max_iters = true }
 
 -- Asks the child to stop (SIGTERM to its group, SIGKILL after the grace) and notes why.
 function Active:stop(rule, message, line)
@@ -130,8 +130,8 @@ function Active:check_stop(r)
     return
   end
   local it = math.tointeger(r.iteration)
-  local verdict = mon:add(r.step_time_s, it)
   local total = math.tointeger(self.state.total or self.run.total_iters)
+  local verdict = mon:add(r.step_time_s, it, total)
   if verdict and not mon.rule.observe and it and total and it >= total then
     -- Decided on the run's last planned iteration: nothing is left to save, and a SIGTERM now
     -- would only cut its own ending short (or race with it): it ends by itself, not stopped.

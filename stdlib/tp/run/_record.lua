@@ -392,6 +392,10 @@ function Active:stopping_record(rec, log)
   local done = last and math.tointeger(last.iteration)
   local planned = (last and math.tointeger(last.train_iters)) or self.run.total_iters
   rec.stopping = require('tp.run._stop').summary(self.run.stop, self.stopper, done, planned)
+  if type(rec.stopping.warning) == 'string' then
+    rec.diagnostics[#rec.diagnostics + 1] = { kind = 'step_time_drift', severity = 'warning',
+      message = rec.stopping.warning, line = json.null }
+  end
   if self.stopped_by and Active.GOOD_STOPS[self.stopped_by] then
     rec.outcome = self.stopped_by
     local from = self.stop_line

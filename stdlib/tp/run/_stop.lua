@@ -1,16 +1,28 @@
 -- tp.run._stop: stopping a run when its number is known. A run's `stop` rule (docs/stopping.md)
 -- asks for the step-time mean of its steady state to a given precision: once MSER-5 finds the
 -- steady state and the batch-means confidence interval of its mean (autocorrelation taken into
--- account) is narrower than `ci` x the mean, with at least `min_iters` steady iterations, the run
--- has given its answer and tp.run stops it (stopped_by = 'converged_ci', a success).
+-- account) is narrower than `ci` x the mean, with at least `min_iters` steady iterations, the
+-- interval is held and checked against the iterations that follow (`confirm` x the window more);
+-- when they agree with it, the run has given its answer and tp.run stops it (stopped_by =
+-- 'converged_ci', a success).
 --
 -- The interval: the steady window is cut into batches of b = ceil(4 tau) values, tau = (1 + r1)
 -- / (1 - r1) the integrated autocorrelation time of an AR(1) series with the window's lag-1
 -- autocorrelation r1, so that the batch means are nearly independent; with k >= `batches` such
 -- batches, mean +- t(k - 1) x sd(batch means) / sqrt(k). Until the window holds `batches` of
 -- them, there is an estimate (on `batches` shorter batches, for the record) but no stop. The
--- batch means must look independent (lag-1 autocorrelation below 1.645 / sqrt(k)) and the window
--- stationary (Heidelberger & Welch's Cramer-von Mises test at 5%).
+-- batch means must look independent (lag-1 autocorrelation below 1.645 / sqrt(k)), show no trend
+-- (the t test of their least-squares slope) and the window must look stationary (Heidelberger &
+-- Welch's Cramer-von Mises test).
+--
+-- Drift: a step time that moves slowly (clocks, thermals, power capping, a neighbour's load) is
+-- not averaged out by more iterations, and an interval taken before it moves says nothing of the
+-- rest of the run. The held interval is the rule's prediction; when the mean of the iterations
+-- after it falls outside it (a two-sample test at the rule's level), the run drifts: it is never
+-- stopped as converged, and may be stopped only with stopped_by = 'drift' once its interval,
+-- widened by what the drift could still move the full run's mean (the shift seen, and the trend
+-- of the batch means carried over the iterations still planned, each at its upper confidence
+-- bound, times the share of the run still to come), is within `ci`. The record then says so.
 --
 -- The monitor is incremental: each step time costs O(1) (prefix sums; a batch mean every 5
 -- values). The check (MSER over the batch means, the interval from the prefix sums, the
@@ -25,10 +37,12 @@ local stats = require('tp.stats')
 local M = {}
 
 --- Defaults of a stop rule: the 95% interval's half-width within 1% of the mean, at least 50
---- steady iterations, at least 20 batch means, no maximum. Fewer batches stop sooner but the
---- first interval found narrow enough is then too often one whose own noise made it narrow
---- (bench/stopping/run measures the coverage; docs/stopping.md has the figures).
-M.DEFAULTS = { ci = 0.01, confidence = 0.95, min_iters = 50, batches = 20 }
+--- steady iterations, at least 20 batch means, the interval confirmed over two thirds of its
+--- window more, no maximum. Fewer batches stop sooner but the first interval found narrow enough
+--- is then too often one whose own noise made it narrow; a shorter confirmation saves more
+--- iterations but lets through more drifts that begin after the stop (bench/stopping/run
+--- measures both; docs/stopping.md has the figures).
+M.DEFAULTS = { ci = 0.01, confidence = 0.95, min_iters = 50, batches = 20, confirm = 2 / 3 }
 
 --- How many correlation times a batch spans: b = ceil(TAU_FACTOR x tau) (docs/stopping.md).
 M.TAU_FACTOR = 4
@@ -53,6 +67,8 @@ local FIELDS = {
   observe = 'a boolean: true only records when the run would have stopped (default false)',
   batches = 'the least number of batch means of the interval, a whole number in [2, 1000] '
     .. '(default 20)',
+  confirm = 'the share of the steady window watched again before a stop, a number in [0, 4] '
+    .. '(default 0.667; 0 stops at the first narrow interval)',
 }
 
 local function bad(where, k, v)
@@ -81,7 +97,7 @@ function M.check(stop, where)
   for k in pairs(stop) do
     if not FIELDS[k] then
       error(string.format("%sstop: unknown field '%s' (known: batches, ci, confidence, "
-        .. 'max_iters, min_iters, observe)', where, tostring(k)), 0)
+        .. 'confirm, max_iters, min_iters, observe)', where, tostring(k)), 0)
     end
   end
   local out = {}
@@ -101,6 +117,13 @@ function M.check(stop, where)
       bad(where, 'confidence', v)
     end
     out.confidence = v
+  end
+  v = stop.confirm
+  if v ~= nil then
+    if type(v) ~= 'number' or not (v >= 0 and v <= 4) then
+      bad(where, 'confirm', v)
+    end
+    out.confirm = v
   end
   for _, k in ipairs({ 'min_iters', 'max_iters', 'batches' }) do
     v = stop[k]
@@ -130,8 +153,12 @@ end
 ---@return string
 function M.describe(rule)
   return string.format('stop when the %g%% CI of the steady step time is within %g%% of its '
-    .. 'mean (>= %d batch means, >= %d steady iterations%s)', rule.confidence * 100, rule.ci * 100,
-    rule.batches, rule.min_iters, rule.max_iters and (', at most ' .. rule.max_iters) or '')
+    .. 'mean (>= %d batch means, >= %d steady iterations%s), %s', rule.confidence * 100,
+    rule.ci * 100, rule.batches, rule.min_iters,
+    rule.max_iters and (', at most ' .. rule.max_iters) or '',
+    rule.confirm > 0 and string.format('confirmed over %.0f%% of its window more, or with '
+      .. 'stopped_by = drift and a widened interval when the step time moved', rule.confirm * 100)
+    or 'not confirmed')
     .. (rule.observe and '; observed only, the run goes on' or '')
 end
 
@@ -139,16 +166,20 @@ end
 local Monitor = {}
 Monitor.__index = Monitor
 
---- A monitor for one run: feed it each step time with `add`.
+--- A monitor for one run: feed it each step time with `add`. `planned`, the iterations the run
+--- was started for, sizes what a drift could still move (unknown: as many again as the window).
 ---@param rule table a checked rule (M.check)
+---@param planned? integer
 ---@return tp.run.StopMonitor
-function M.new(rule)
+function M.new(rule, planned)
   return setmetatable({
     rule = rule,
+    planned = planned,
     tq = {},
     xs = {}, its = {}, prefix = { [0] = 0.0 }, sq = { [0] = 0.0 }, lag = { [0] = 0.0, 0.0 },
     shift = nil, ys = {},
     next_check = 1, checks = 0, estimate = nil, verdict = nil,
+    hold = nil, drift = nil, confirmations = 0,
   }, Monitor)
 end
 
@@ -174,7 +205,7 @@ local function mser(ys, m)
   return best_d, dmax
 end
 
--- The t quantile of the rule's confidence with k - 1 degrees of freedom (cached).
+-- The two-sided t quantile of the rule's confidence with k - 1 degrees of freedom (cached).
 function Monitor:quantile(k)
   local q = self.tq[k]
   if not q then
@@ -216,8 +247,27 @@ function Monitor:interval(first, n, k)
   end
   local se = math.sqrt((ss > 0 and ss or 0) / (k - 1) / k)
   local half = self:quantile(k) * se
-  return { mean = mean, half_width = half, lo = mean - half, hi = mean + half, se = se,
+  local ci = { mean = mean, half_width = half, lo = mean - half, hi = mean + half, se = se,
     batches = k, batch_size = b, first = from + 1, batch_lag1 = ss > 0 and c1 / ss or 0 }
+  -- The trend of the batch means: their least-squares slope against time, per value, its
+  -- standard error from the residuals (k - 2 degrees of freedom) and its t statistic.
+  if k >= 4 then
+    local mid, sxx, sxy = (k + 1) / 2, 0.0, 0.0
+    for j = 1, k do
+      sxx = sxx + (j - mid) * (j - mid)
+      sxy = sxy + (j - mid) * (y[j] - mean)
+    end
+    local beta = sxy / sxx
+    local rss = 0.0
+    for j = 1, k do
+      local r = y[j] - mean - beta * (j - mid)
+      rss = rss + r * r
+    end
+    local se_beta = math.sqrt(rss / (k - 2) / sxx)
+    ci.slope, ci.slope_se = beta / b, se_beta / b
+    ci.trend_t = se_beta > 0 and beta / se_beta or (beta == 0 and 0 or math.huge)
+  end
+  return ci
 end
 
 -- Lag-1 autocorrelation of values first..n from the prefix sums (centred on the first value).
@@ -291,9 +341,13 @@ function Monitor:check()
   enough = enough and ci.batch_lag1 <= M.BATCH_LAG1_Z / math.sqrt(ci.batches)
   -- And the window must look stationary: no drift of its mean that the interval would hide (a
   -- neighbour's load, clocks settling, a data-loader slowing down).
+  ci.independent = enough
+  -- And the batch means must show no trend: the t test of their slope at the rule's level.
+  ci.trend = ci.trend_t ~= nil and math.abs(ci.trend_t) > self:quantile(ci.batches - 1)
   if enough then
     ci.cvm = self:cvm(start, n, ci.batch_size * ci.batches * ci.se * ci.se)
-    enough = ci.cvm <= M.CVM_CRITICAL
+    ci.stationary = ci.cvm <= M.CVM_CRITICAL
+    enough = ci.stationary and not ci.trend
   end
   ci.lag1, ci.tau, ci.batches_long_enough = r1, tau, enough
   local its = self.its
@@ -306,15 +360,127 @@ function Monitor:check()
   self.estimate = ci
 end
 
---- Adds one step time (seconds) and its iteration number (default: its position). Returns the
---- verdict once the run should stop — {reason = 'converged_ci' | 'max_iters', estimate} — and
---- the same verdict on every later call; nil while it should go on.
+-- What a drift could still move the full run's mean by, beyond the interval: the share of the
+-- run still to come times the larger of the shift the confirmation saw and the trend of the
+-- window's batch means carried over the iterations still planned (each at its upper confidence
+-- bound). Returns the estimate widened by it (a copy), the interval of the batch means kept.
+function Monitor:widen(e)
+  local d = self.drift
+  local values = e.count - e.steady_first + 1
+  local per_value = e.steady_iterations / values
+  local left
+  if self.planned then
+    left = math.max(0, self.planned - e.iteration) / per_value
+  else
+    left = values  -- unknown: as many again as the window
+  end
+  local rest = left / (values + left)
+  local t = self:quantile(e.batches)
+  local by_shift = rest * (math.abs(d.shift) + t * d.shift_se)
+  local by_trend = 0
+  if e.slope then
+    by_trend = (math.abs(e.slope) + self:quantile(e.batches - 1) * e.slope_se) * left / 2
+  end
+  local w = {}
+  for k, v in pairs(e) do
+    w[k] = v
+  end
+  w.batch_means_half_width = e.half_width
+  w.drift_allowance = math.max(by_shift, by_trend)
+  w.half_width = e.half_width + w.drift_allowance
+  w.lo, w.hi = e.mean - w.half_width, e.mean + w.half_width
+  w.relative = e.mean > 0 and w.half_width / e.mean or math.huge
+  w.widened = true
+  return w
+end
+
+-- The confirmation of a held interval: the mean of the values after it against its mean, and
+-- the mean of the later half of them too (a shift that begins during the stretch shows there
+-- first). The standard error of each difference comes from the variance per value of the whole
+-- steady window now (its batch means), which the selection of a narrow held interval does not
+-- bias low. Outside t x that: the step time moved.
+function Monitor:confirm(hold, n)
+  local e = self.estimate
+  local variance = e and e.se * e.se * e.batches * e.batch_size or hold.variance
+  local function look(from)
+    local count = n - from
+    local mean = self.shift + (self.prefix[n] - self.prefix[from]) / count
+    local se = math.sqrt(variance / hold.used + variance / count)
+    local shift = mean - hold.mean
+    return { ok = math.abs(shift) <= hold.t * se, shift = shift, shift_se = se, mean = mean,
+      held_mean = hold.mean, held_at_iteration = hold.iteration, at_iteration = self.its[n],
+      z = se > 0 and shift / se or 0, iterations = self.its[n] - self.its[from] }
+  end
+  local c = look(hold.count)
+  if c.ok and n - hold.count >= 2 * MSER_BATCH then
+    local later = look(n - (n - hold.count) // 2)
+    if not later.ok then
+      return later
+    end
+  end
+  return c
+end
+
+-- The decision after a check: nil (go on) or a verdict.
+function Monitor:decide()
+  local rule, e, n = self.rule, self.estimate, #self.xs
+  local confirmed = false
+  local hold = self.hold
+  if hold and n >= hold.due then
+    -- The held interval meets the iterations that followed it.
+    self.hold = nil
+    local c = self:confirm(hold, n)
+    self.confirmations = self.confirmations + 1
+    if c.ok then
+      confirmed = true
+    elseif not self.drift or math.abs(c.shift) > math.abs(self.drift.shift) then
+      c.by = 'confirmation'
+      self.drift = c
+    end
+  end
+  if not e or e.steady_iterations < rule.min_iters then
+    return nil
+  end
+  if self.drift then
+    -- A run that drifts: stopped only once the widened interval is narrow enough.
+    if e.batches >= rule.batches and e.independent then
+      local w = self:widen(e)
+      if w.relative <= rule.ci then
+        return { reason = 'drift', estimate = w, drift = self.drift }
+      end
+    end
+    return nil
+  end
+  if e.relative > rule.ci or not e.batches_long_enough then
+    return nil
+  end
+  if confirmed or rule.confirm <= 0 then
+    return { reason = 'converged_ci', estimate = e }
+  end
+  if not self.hold then
+    local values = n - e.steady_first + 1
+    self.hold = { count = n, iteration = e.iteration, mean = e.mean, se = e.se,
+      used = e.batches * e.batch_size, variance = e.se * e.se * e.batches * e.batch_size,
+      t = self:quantile(e.batches),
+      due = n + math.max(1, math.ceil(rule.confirm * values)) }
+  end
+  return nil
+end
+
+--- Adds one step time (seconds) and its iteration number (default: its position); `planned`
+--- updates the iterations the run was started for (a log line may say). Returns the verdict once
+--- the run should stop — {reason = 'converged_ci' | 'drift' | 'max_iters', estimate, drift} —
+--- and the same verdict on every later call; nil while it should go on.
 ---@param value number a finite step time
 ---@param iteration? integer
+---@param planned? integer
 ---@return table|nil verdict
-function Monitor:add(value, iteration)
+function Monitor:add(value, iteration, planned)
   if self.verdict then
     return self.verdict
+  end
+  if planned then
+    self.planned = planned
   end
   local xs = self.xs
   local n = #xs + 1
@@ -339,11 +505,10 @@ function Monitor:add(value, iteration)
     if m >= 2 and m >= self.next_check then
       self.next_check = m <= CHECK_EVERY and m + 1 or m + (m + CHECK_EVERY - 1) // CHECK_EVERY
       self:check()
-      local e = self.estimate
-      if e and e.relative <= self.rule.ci and e.steady_iterations >= self.rule.min_iters
-        and e.batches_long_enough then
-        self.verdict = { reason = 'converged_ci', estimate = e }
-        return self.verdict
+      local v = self:decide()
+      if v then
+        self.verdict = v
+        return v
       end
     end
   end
@@ -352,8 +517,49 @@ function Monitor:add(value, iteration)
     if not self.estimate and #self.ys >= 2 then
       self:check()
     end
-    self.verdict = { reason = 'max_iters', estimate = self.estimate }
+    local e = self.estimate
+    if e and self.drift then
+      e = self:widen(e)
+    end
+    self.verdict = { reason = 'max_iters', estimate = e, drift = self.drift }
     return self.verdict
+  end
+  return nil
+end
+
+-- The drift a monitor saw, as the record's `drift` member (nil when none): its confirmation that
+-- failed, else the trend or the non-stationarity of its last window; with the warning.
+local function drift_of(monitor, e)
+  local d = monitor and monitor.drift
+  if d then
+    local rel = d.held_mean ~= 0 and d.shift / d.held_mean or 0
+    local out = { by = d.by, held_mean_s = d.held_mean, held_at_iteration = d.held_at_iteration,
+      later_mean_s = d.mean, detected_at_iteration = d.at_iteration, shift_s = d.shift,
+      shift_relative = rel, z = d.z }
+    out.warning = string.format('the step time drifted: the %d iterations after iteration %s '
+      .. 'averaged %.6g s, %+.2f%% from the %.6g s held there (z = %.1f)', d.iterations,
+      tostring(d.held_at_iteration), d.mean, rel * 100, d.held_mean, d.z)
+    if e and e.widened then
+      out.allowance_s = e.drift_allowance
+      out.warning = out.warning .. string.format('; the interval is widened by %.3g s for what '
+        .. 'the drift could still move the run\'s mean', e.drift_allowance)
+    end
+    return out
+  end
+  if e and (e.trend or e.stationary == false) then
+    local out = { by = e.trend and 'trend' or 'stationarity', trend_t = e.trend_t,
+      slope_relative_per_iteration = (e.mean ~= 0 and e.slope) and e.slope
+        / (e.steady_iterations / (e.count - e.steady_first + 1)) / e.mean or nil,
+      cvm = e.cvm, detected_at_iteration = e.iteration }
+    if e.trend then
+      out.warning = string.format('the step time drifts: the batch means of its last steady '
+        .. 'window trend by %+.3g%% of the mean per 100 iterations (t = %.1f)',
+        (out.slope_relative_per_iteration or 0) * 1e4, e.trend_t)
+    else
+      out.warning = string.format('the step time is not stationary: the Cramer-von Mises '
+        .. 'statistic of its last steady window is %.3g (above %.3g)', e.cvm, M.CVM_CRITICAL)
+    end
+    return out
   end
   return nil
 end
@@ -370,12 +576,19 @@ function M.message(verdict)
   if verdict.reason == 'converged_ci' then
     return 'converged: ' .. what
   end
-  return 'max_iters reached without convergence: ' .. what
+  local d = verdict.drift
+  local moved = d and string.format('; the step time moved by %+.2f%% after iteration %s',
+    d.held_mean ~= 0 and d.shift / d.held_mean * 100 or 0, tostring(d.held_at_iteration)) or ''
+  if verdict.reason == 'drift' then
+    return string.format('drift: %s, widened by %.3g s for the drift (the batch means\' '
+      .. 'interval: +- %.3g)%s', what, e.drift_allowance, e.batch_means_half_width, moved)
+  end
+  return 'max_iters reached without convergence: ' .. what .. moved
 end
 
 --- The record's `stopping` member (docs/record.md): the rule, whether and why the run was
---- stopped, the iterations done, planned and saved, and the interval reached (at the stop, or
---- the last one computed).
+--- stopped, the iterations done, planned and saved, the interval reached (at the stop, or the
+--- last one computed; widened when the step time drifted) and the drift seen, with its warning.
 ---@param rule table
 ---@param monitor tp.run.StopMonitor|nil
 ---@param done integer|nil last iteration of the run's log
@@ -384,10 +597,17 @@ end
 function M.summary(rule, monitor, done, planned)
   local v = monitor and monitor.verdict
   local e = (v and v.estimate) or (monitor and monitor.estimate)
+  if e and not e.widened and monitor and monitor.drift then
+    if planned then
+      monitor.planned = planned
+    end
+    e = monitor:widen(e)
+  end
   local null = json.null
   local out = {
     rule = { ci = rule.ci, confidence = rule.confidence, min_iters = rule.min_iters,
-      max_iters = rule.max_iters or null, batches = rule.batches, observe = rule.observe == true },
+      max_iters = rule.max_iters or null, batches = rule.batches, confirm = rule.confirm or 0,
+      observe = rule.observe == true },
     converged = v ~= nil and v.reason == 'converged_ci',
     -- Observed only: what the rule would have done; the run went on.
     -- Decided on the last planned iteration (at_end): the run ended by itself, not stopped.
@@ -403,13 +623,22 @@ function M.summary(rule, monitor, done, planned)
     iterations_saveable = (v and rule.observe and e and planned and planned > e.iteration)
       and (planned - e.iteration) or null,
     checks = monitor and monitor.checks or 0,
+    confirmations = monitor and monitor.confirmations or 0,
     ci = null,
+    drift = null,
+    warning = null,
   }
   if e then
     out.ci = { mean_step_time_s = e.mean, half_width_s = e.half_width, lo = e.lo, hi = e.hi,
       relative_half_width = e.relative, level = rule.confidence, batches = e.batches,
       batch_size = e.batch_size, steady_first_iteration = e.steady_first_iteration,
-      steady_iterations = e.steady_iterations, at_iteration = e.iteration }
+      steady_iterations = e.steady_iterations, at_iteration = e.iteration,
+      batch_means_half_width_s = e.batch_means_half_width or e.half_width,
+      drift_allowance_s = e.drift_allowance or 0 }
+  end
+  local d = drift_of(monitor, e)
+  if d then
+    out.drift, out.warning = d, d.warning
   end
   return out
 end
@@ -420,9 +649,10 @@ end
 ---@param values number[]
 ---@param rule table a checked rule
 ---@param iterations? integer[] iteration numbers (default 1..n)
+---@param planned? integer the iterations the run was started for (default: unknown)
 ---@return table
-function M.replay(values, rule, iterations)
-  local mon = M.new(rule)
+function M.replay(values, rule, iterations, planned)
+  local mon = M.new(rule, planned)
   for i, v in ipairs(values) do
     local verdict = mon:add(v, iterations and iterations[i] or i)
     if verdict then

@@ -1,8 +1,9 @@
 -- tp.live: the live view of running trainings. On a terminal: one status line per active run
--- (id, iteration/total, tokens/s/GPU, loss, ETA) redrawn in place with ANSI cursor movement, each
--- frame written at once (no flicker); events (started, finished, stopping) scroll above the
--- block. Elsewhere (a pipe, a file, CI): plain lines every `interval` seconds and/or every
--- `every` iterations. tp.run and tp.campaign feed it; docs/campaign.md shows the output.
+-- (id, iteration/total, tokens/s/GPU of the latest record, loss, ETA) redrawn in place with ANSI
+-- cursor movement, each frame written at once (no flicker); events (started, finished, stopping)
+-- scroll above the block; a finished run's line gives its steady state's mean and no ETA.
+-- Elsewhere (a pipe, a file, CI): plain lines every `interval` seconds and/or every `every`
+-- iterations. tp.run and tp.campaign feed it; docs/campaign.md shows the output.
 local M = {}
 
 --- Default seconds between plain progress lines when the output is not a terminal.
@@ -71,8 +72,13 @@ local function fmt_loss(v)
   return string.format('%.4f', v)
 end
 
---- The status text of one run: 'iter 120/500 (24%) | 3456 tok/s/GPU | loss 4.1230 | ETA 5m12s'.
----@param st table live state {iteration=, total=, tokens_per_s_per_gpu=, loss=, eta_s=, line=}
+--- The status text of one run: 'iter 120/500 (24%) | 3456 tok/s/GPU now | loss 4.1230 |
+--- ETA 5m12s'. The rate is the latest record's (`now`); a finished run (`st.finished`) shows no
+--- ETA and, when its record gave it, the mean of its steady state instead: '3401 tok/s/GPU
+--- steady mean (iterations 21-500)' (`st.steady`: {tokens_per_s_per_gpu=, step_time_s=,
+--- first_iteration=, last_iteration=}).
+---@param st table live state {iteration=, total=, tokens_per_s_per_gpu=, loss=, eta_s=, line=,
+---  finished=, steady=}
 ---@return string
 function M.fmt_state(st)
   local parts = {}
@@ -89,17 +95,45 @@ function M.fmt_state(st)
   else
     parts[#parts + 1] = st.queue and ('queued: ' .. st.queue) or 'starting'
   end
-  if type(st.tokens_per_s_per_gpu) == 'number' then
-    parts[#parts + 1] = string.format('%.0f tok/s/GPU', st.tokens_per_s_per_gpu)
+  local steady = type(st.steady) == 'table' and st.steady or nil
+  if st.finished and steady then
+    local span = (math.type(steady.first_iteration) == 'integer'
+      and math.type(steady.last_iteration) == 'integer')
+      and string.format(' (iterations %d-%d)', steady.first_iteration, steady.last_iteration) or ''
+    if type(steady.tokens_per_s_per_gpu) == 'number' then
+      parts[#parts + 1] = string.format('%.0f tok/s/GPU steady mean%s',
+        steady.tokens_per_s_per_gpu, span)
+    elseif type(steady.step_time_s) == 'number' then
+      parts[#parts + 1] = string.format('%.4g s/step steady mean%s', steady.step_time_s, span)
+    end
+  elseif type(st.tokens_per_s_per_gpu) == 'number' then
+    parts[#parts + 1] = string.format('%.0f tok/s/GPU %s', st.tokens_per_s_per_gpu,
+      st.finished and 'last' or 'now')
   end
   local loss = fmt_loss(st.loss)
   if loss then
     parts[#parts + 1] = 'loss ' .. loss
   end
-  if st.eta_s then
+  if st.eta_s and not st.finished then
     parts[#parts + 1] = 'ETA ' .. M.fmt_duration(st.eta_s)
   end
   return table.concat(parts, ' | ')
+end
+
+-- The steady-state figures of a run's record (performance_metrics over its MSER-5 window), for
+-- the line of a finished run; nil when the record has none.
+local function steady_of(record)
+  local pm = type(record) == 'table' and type(record.performance_metrics) == 'table'
+    and record.performance_metrics
+  if not pm or type(pm.avg_step_time_seconds) ~= 'number' then
+    return nil
+  end
+  local w = type(pm.steady_state) == 'table' and pm.steady_state or {}
+  return { step_time_s = pm.avg_step_time_seconds,
+    tokens_per_s_per_gpu = type(pm.tokens_per_second_per_gpu) == 'number'
+      and pm.tokens_per_second_per_gpu or nil,
+    first_iteration = math.tointeger(w.first_iteration),
+    last_iteration = math.tointeger(w.last_iteration) }
 end
 
 local OPTS = { out = true, tty = true, quiet = true, interval = true, every = true,
@@ -270,9 +304,15 @@ function View:finished(id, outcome, state)
   local took = r and (' in ' .. M.fmt_duration(clock() - r.t_start)) or ''
   local text
   if outcome.status == 'finished' then
-    -- A run its stop rule ended (docs/stopping.md) says so.
+    -- A run its stop rule ended (docs/stopping.md) says so. Nothing is left to wait for: no
+    -- ETA; the rate is the steady state's mean from the record, else the last record's.
+    local final = {}
+    for k, v in pairs(state) do
+      final[k] = v
+    end
+    final.finished, final.steady = true, steady_of(outcome.record)
     text = string.format('%s: finished%s%s | %s', id, took,
-      outcome.stopped_by and (' (stopped: ' .. outcome.stopped_by .. ')') or '', M.fmt_state(state))
+      outcome.stopped_by and (' (stopped: ' .. outcome.stopped_by .. ')') or '', M.fmt_state(final))
   elseif outcome.status == 'interrupted' then
     text = string.format('%s: interrupted%s at %s', id, took,
       state.iteration and ('iteration ' .. state.iteration) or 'start-up')
