@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace_coll.h"
 #include "trace_cpu.h"
+#include "trace_idle.h"
 #include "trace_nsys.h"
 #include "trace_read.h"
 #include "trace_rocprof.h"
@@ -49,9 +51,12 @@ static int read_from(TpTraceSrc *src, const char *label, const char *path, TpTra
     t->compressed = tp_trace_src_compressed(src);
     if (tp_trace_src_truncated(src) && !t->truncated) {
       t->truncated = true;
-      tp_trace_warn(t, "%s: the gzip stream ends early", label);
+      unsigned long long at = tp_trace_src_compressed_offset(src);
+      tp_trace_warn(t,
+                    "%s: the gzip stream ends early, at compressed byte %llu (decompressed %llu)",
+                    label, at, (unsigned long long)t->bytes);
     }
-    if (tp_trace_finish(t) != 0 || tp_trace_cpu_finish(t) != 0) {
+    if (tp_trace_finish(t) != 0 || tp_trace_cpu_finish(t) != 0 || tp_trace_coll_finish(t) != 0) {
       rc = tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
     }
   }
@@ -84,6 +89,7 @@ int tp_trace_read_mem(const char *label, const void *data, size_t n, TpTrace **o
 
 void tp_trace_free(TpTrace *t) {
   tp_trace_cpu_free(t);
+  tp_trace_coll_free(t);
   tp_trace_store_free(t);
 }
 
@@ -120,6 +126,14 @@ int tp_trace_ops(TpTrace *t, const uint8_t *wanted, uint32_t step, TpTraceOps *o
 
 void tp_trace_ops_free(TpTraceOps *o) {
   tp_trace_cpu_ops_free(o);
+}
+
+const TpTraceColl *tp_trace_collectives(const TpTrace *t, size_t *n) {
+  return tp_trace_coll_list(t, n);
+}
+
+const char *tp_trace_coll_text(const TpTrace *t, uint32_t id, size_t *len) {
+  return tp_trace_coll_string(t, id, len);
 }
 
 typedef struct Edge {
@@ -184,9 +198,10 @@ static void spread(TpTraceClassTime *cls, uint64_t mask, int64_t len) {
   }
 }
 
-// Sweeps one window [w->start, w->end): fills st from the ops overlapping it.
+// Sweeps one window [w->start, w->end): fills st from the ops overlapping it; each idle gap gets
+// its cause (trace_idle.h; `gap` the latency threshold).
 static int sweep_window(const TpTrace *t, const Window *w, const uint8_t *class_of,
-                        const uint64_t kind_mask[3], int64_t max_dur, Edge **edges,
+                        const uint64_t kind_mask[3], int64_t max_dur, int64_t gap, Edge **edges,
                         size_t *edges_cap, TpTraceStepTime *st) {
   size_t i =
       first_op_at_or_after(t, w->start > INT64_MIN + max_dur ? w->start - max_dur : INT64_MIN);
@@ -269,17 +284,19 @@ static int sweep_window(const TpTrace *t, const Window *w, const uint8_t *class_
       if (first < t->nops && launched_after(t, first, gap_start)) {
         st->host_wait += now - gap_start;
       }
+      st->cause[tp_trace_idle_cause(t, first, gap_start, now, gap)] += now - gap_start;
     }
     if (!was_idle && nactive == 0) {
       gap_start = now;
     }
     prev = now;
   }
-  if (nactive == 0 && w->end > gap_start && n > 0) {
+  if (nactive == 0 && w->end > gap_start) {
     size_t first = first_op_at_or_after(t, w->end);
-    if (first < t->nops && launched_after(t, first, gap_start)) {
+    if (n > 0 && first < t->nops && launched_after(t, first, gap_start)) {
       st->host_wait += w->end - gap_start;
     }
+    st->cause[tp_trace_idle_cause(t, first, gap_start, w->end, gap)] += w->end - gap_start;
   }
   st->non_compute = st->busy - st->compute;
   st->idle = st->window - st->busy;
@@ -331,19 +348,29 @@ static int64_t floor_us(int64_t ns) {
   return (r < 0 ? q - 1 : q) * 1000;
 }
 
-// HTA's whole-trace view (trace.h, TpTraceWhole).
+// HTA's whole-trace view (trace.h, TpTraceWhole). HTA also takes the cuda_sync rows that carry a
+// stream for GPU rows (neither compute nor communication there): only `rounded`, HTA's figures,
+// counts them, merged in order of start with the ops.
 static void whole_view(const TpTrace *t, const uint64_t kind_mask[3], const uint8_t *class_of,
                        TpTraceWhole *w) {
-  bool filter = !t->stepless && t->nsteps >= 2;
-  int64_t limit = INT64_MAX;
-  if (filter) {
-    limit = t->steps[t->nsteps - 1].ts;
-    if (t->gpu_step_last > limit) {
-      limit = t->gpu_step_last;
-    }
-  }
+  int64_t limit;
+  bool filter = tp_trace_hta_filter(t, &limit);
+  const TpTraceStore *pv = t->priv;
+  size_t y = 0;
   Merge all = {0}, comp = {0}, rall = {0}, rcomp = {0};
-  for (size_t i = 0; i < t->nops; i++) {  // ops are sorted by start
+  for (size_t i = 0; i <= t->nops; i++) {  // ops are sorted by start, and so are the syncs
+    for (; y < pv->nsync && (i == t->nops || pv->syncs[y].ts <= t->ops[i].ts); y++) {
+      const TpTraceSync *sy = &pv->syncs[y];
+      const TpTraceLaunch *l = tp_trace_store_launch(t, sy->corr);
+      if (sy->kind < TP_TRACE_SYNC_STREAM || sy->stream < 0 || (filter && (!l || l->ts >= limit))) {
+        continue;
+      }
+      w->rounded.syncs++;
+      merge_add(&rall, ceil_us(sy->ts), floor_us(sy->ts + sy->dur));
+    }
+    if (i == t->nops) {
+      break;
+    }
     const TpTraceOp *op = &t->ops[i];
     const TpTraceLaunch *l = tp_trace_store_launch(t, op->corr);
     if (filter && (!l || l->ts >= limit)) {
@@ -374,7 +401,14 @@ static void whole_view(const TpTrace *t, const uint64_t kind_mask[3], const uint
 
 int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class_kind,
                        size_t nclasses, TpTraceBreakdown *out, TpError *err) {
+  return tp_trace_breakdown_with(t, class_of, class_kind, nclasses, NULL, out, err);
+}
+
+int tp_trace_breakdown_with(TpTrace *t, const uint8_t *class_of, const uint8_t *class_kind,
+                            size_t nclasses, const TpTraceBreakdownOpts *opts,
+                            TpTraceBreakdown *out, TpError *err) {
   memset(out, 0, sizeof(*out));
+  int64_t gap = opts && opts->gap > 0 ? opts->gap : TP_TRACE_GAP_DEFAULT;
   if (nclasses == 0 || nclasses > TP_TRACE_MAX_CLASSES) {
     return tp_error_set(err, TP_EINVAL, "%s: between 1 and %d classes, got %zu", t->path,
                         TP_TRACE_MAX_CLASSES, nclasses);
@@ -394,6 +428,7 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
   }
   sort_ops(t);
   out->nclasses = nclasses;
+  out->gap = gap;
   out->name_count = calloc(t->nnames + 1, sizeof(uint64_t));
   out->name_sum = calloc(t->nnames + 1, sizeof(int64_t));
   Window *win = calloc(t->nsteps + 1, sizeof(Window));
@@ -455,7 +490,8 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
     st->window = win[k].end - win[k].start;
     st->ops = t->steps[win[k].step].ops;
     win_of[win[k].step] = k + 1;
-    rc = sweep_window(t, &win[k], class_of, kind_mask, max_dur, &edges, &edges_cap, st);
+    st->longest_name = UINT32_MAX;
+    rc = sweep_window(t, &win[k], class_of, kind_mask, max_dur, gap, &edges, &edges_cap, st);
   }
   free(edges);
   if (rc == 0) {
@@ -464,11 +500,18 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
       if (op->step == TP_TRACE_NO_STEP || win_of[op->step] == 0) {
         continue;
       }
-      TpTraceClassTime *c = &out->steps[win_of[op->step] - 1].cls[class_of[op->name]];
+      TpTraceStepTime *st = &out->steps[win_of[op->step] - 1];
+      TpTraceClassTime *c = &st->cls[class_of[op->name]];
+      int64_t d = tp_trace_op_dur(t, i);
       c->count++;
-      c->sum = tp_trace_add_capped(c->sum, tp_trace_op_dur(t, i));
+      c->sum = tp_trace_add_capped(c->sum, d);
+      if (st->longest_name == UINT32_MAX || d > st->longest) {
+        st->longest = d;
+        st->longest_name = op->name;
+      }
     }
     whole_view(t, kind_mask, class_of, &out->whole);
+    rc = tp_trace_idle_fill(t, win_of, out);
   }
   free(win);
   free(win_of);
@@ -480,6 +523,7 @@ int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class
 }
 
 void tp_trace_breakdown_free(TpTraceBreakdown *b) {
+  tp_trace_idle_free(b);
   if (b->steps) {
     for (size_t k = 0; k < b->nsteps; k++) {
       free(b->steps[k].cls);

@@ -39,6 +39,13 @@ void tp_trace_categories(const TpTrace *t,
 int tp_trace_breakdown(TpTrace *t, const uint8_t *class_of, const uint8_t *class_kind,
                        size_t nclasses, TpTraceBreakdown *out, TpError *err);
 
+/// tp_trace_breakdown with options (NULL: the defaults). Each step also gets its idle time per
+/// cause, its launch figures, its longest op and each stream's queue; the breakdown, HTA's
+/// idle-time breakdown per stream (docs/trace.md, "Why the GPU is idle").
+int tp_trace_breakdown_with(TpTrace *t, const uint8_t *class_of, const uint8_t *class_kind,
+                            size_t nclasses, const TpTraceBreakdownOpts *opts,
+                            TpTraceBreakdown *out, TpError *err);
+
 /// Frees what tp_trace_breakdown allocated.
 void tp_trace_breakdown_free(TpTraceBreakdown *b);
 
@@ -52,3 +59,13 @@ int tp_trace_ops(TpTrace *t, const uint8_t *wanted, uint32_t step, TpTraceOps *o
 
 /// Frees what tp_trace_ops allocated.
 void tp_trace_ops_free(TpTraceOps *o);
+
+/// The collectives of a read trace: one entry per NCCL or RCCL GPU op (named nccl* or rccl*, or
+/// carrying a collective's args), in the order they were read, with the metadata of the
+/// record_param_comms CPU op that launched it (docs/collectives.md). *n gets their number; the
+/// array lives as long as the trace.
+const TpTraceColl *tp_trace_collectives(const TpTrace *t, size_t *n);
+
+/// The text of a collective's interned field (TpTraceColl.coll, dtype, pg, ranks): "" for 0.
+/// *len (when not NULL) gets its length.
+const char *tp_trace_coll_text(const TpTrace *t, uint32_t id, size_t *len);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace_coll.h"
 #include "trace_cpu.h"
 #include "trace_read.h"
 #include "trace_store.h"
@@ -38,7 +39,7 @@ typedef struct Parser {
   const unsigned char *chunk, *p, *end;
   uint64_t base;  // offset of chunk[0] in the uncompressed data
   int fail;       // EV_EOF or EV_ERR once failed
-  Str key, name, cat, coll, dtype, ph, id;
+  Str key, name, cat, coll, dtype, ph, id, pg, ranks;
   TpBuf text;
   TpBuf args[TP_TRACE_OP_ARGS];  // the event's shape arguments' JSON text
   TpBuf *capture;                // when set, every byte consumed is appended here (a member's text)
@@ -50,10 +51,16 @@ static uint64_t offset(const Parser *x) {
   return x->base + (uint64_t)(x->p - x->chunk);
 }
 
+// "byte" for plain data; for gzip, the offset is in the inflated text and says so.
+static const char *byte_word(const Parser *x) {
+  return tp_trace_src_compressed(x->src) ? "decompressed byte" : "byte";
+}
+
 static bool fail_at(Parser *x, int code, const char *why) {
   if (!x->fail) {
     x->fail = EV_ERR;
-    tp_error_set(x->err, code, "%s: byte %llu: %s", x->t->path, (unsigned long long)offset(x), why);
+    tp_error_set(x->err, code, "%s: %s %llu: %s", x->t->path, byte_word(x),
+                 (unsigned long long)offset(x), why);
   }
   return false;
 }
@@ -93,7 +100,7 @@ static bool fill(Parser *x) {
     return false;
   }
   if (!pin(x, &x->key) || !pin(x, &x->name) || !pin(x, &x->cat) || !pin(x, &x->coll) ||
-      !pin(x, &x->dtype) || !pin(x, &x->ph)) {
+      !pin(x, &x->dtype) || !pin(x, &x->ph) || !pin(x, &x->pg) || !pin(x, &x->ranks)) {
     return false;
   }
   capture_flush(x);
@@ -675,6 +682,9 @@ typedef struct Event {
   uint64_t corr;
   int64_t stream, nelems, group;
   bool has_coll, has_dtype, has_ext, has_pid, has_tid;
+  // a collective's args besides the above (docs/collectives.md)
+  int64_t out_nelems, seq, rank;
+  bool has_nelems, has_out, has_seq, has_rank, has_pg, has_ranks;
   uint64_t ext;
   uint64_t pid, tid;          // hashes of the pid and tid values' text
   uint8_t has_arg, long_arg;  // bit i: shape argument i read / dropped for its length
@@ -847,9 +857,35 @@ static bool read_args(Parser *x, Event *ev) {
       if (!read_number_field(x, tok, &len, &num)) {
         return false;
       }
-      if (num && !to_int(tok, len, &ev->nelems)) {
+      ev->has_nelems = num && to_int(tok, len, &ev->nelems) && ev->nelems >= 0;
+      if (!ev->has_nelems) {
         ev->nelems = 0;
       }
+    } else if (key_is(&x->key, "Out msg nelems")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      ev->has_out = num && to_int(tok, len, &ev->out_nelems) && ev->out_nelems >= 0;
+    } else if (key_is(&x->key, "Seq")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      ev->has_seq = num && to_int(tok, len, &ev->seq) && ev->seq >= 0;
+    } else if (key_is(&x->key, "Rank")) {
+      if (!read_number_field(x, tok, &len, &num)) {
+        return false;
+      }
+      ev->has_rank = num && to_int(tok, len, &ev->rank) && ev->rank >= 0;
+    } else if (key_is(&x->key, "Process Group Name") && skip_ws(x) == '"') {
+      if (!read_str(x, &x->pg)) {
+        return false;
+      }
+      ev->has_pg = true;
+    } else if (key_is(&x->key, "Process Group Ranks") && skip_ws(x) == '"') {
+      if (!read_str(x, &x->ranks)) {
+        return false;
+      }
+      ev->has_ranks = true;
     } else if (key_is(&x->key, "Group size")) {
       if (!read_number_field(x, tok, &len, &num)) {
         return false;
@@ -943,6 +979,43 @@ static bool use_range(Parser *x, const Event *ev, TpTraceCpuKind kind, int64_t d
   return oom(x, tp_trace_cpu_add(t, &in));
 }
 
+// Keeps a collective in the side array (trace_coll.h): an NCCL or RCCL kernel, or one whose args
+// describe a collective (the op just added), or a record_param_comms CPU op (`cpu`).
+static bool use_coll(Parser *x, const Event *ev, bool cpu, int64_t dur) {
+  TpTrace *t = x->t;
+  bool own = ev->has_coll || ev->has_nelems || ev->has_out || ev->has_pg;
+  if (!cpu && !own && !tp_trace_coll_name(x->name.data, x->name.len)) {
+    return true;
+  }
+  TpTraceCollIn in = {
+      .cpu = cpu,
+      .own_args = !cpu && own,
+      .ts = ev->ts,
+      .dur = dur,
+      .name = cpu ? 0 : t->ops[t->nops - 1].name,
+      .corr = ev->corr,
+      .stream = ev->stream,
+      .has_ext = ev->has_ext,
+      .ext = ev->ext,
+      .thread = cpu ? thread_of(x, ev) : TP_TRACE_NO_THREAD,
+      .coll = ev->has_coll ? x->coll.data : NULL,
+      .coll_len = ev->has_coll ? x->coll.len : 0,
+      .dtype = ev->has_dtype ? x->dtype.data : NULL,
+      .dtype_len = ev->has_dtype ? x->dtype.len : 0,
+      .pg = ev->has_pg ? x->pg.data : NULL,
+      .pg_len = ev->has_pg ? x->pg.len : 0,
+      .ranks = ev->has_ranks ? x->ranks.data : NULL,
+      .ranks_len = ev->has_ranks ? x->ranks.len : 0,
+      .dtype_size = ev->has_dtype ? dtype_size(&x->dtype) : 0,
+      .in_nelems = ev->has_nelems ? ev->nelems : -1,
+      .out_nelems = ev->has_out ? ev->out_nelems : -1,
+      .group = ev->group,
+      .seq = ev->has_seq ? ev->seq : -1,
+      .rank = ev->has_rank ? ev->rank : -1,
+  };
+  return oom(x, tp_trace_coll_add(t, &in));
+}
+
 // Acts on one parsed event.
 static bool use_event(Parser *x, const Event *ev, uint64_t at) {
   TpTrace *t = x->t;
@@ -990,13 +1063,40 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
         .has_ext = ev->has_ext,
         .ext = ev->ext,
     };
-    return oom(x, tp_trace_add_op(t, &in));
+    if (!oom(x, tp_trace_add_op(t, &in))) {
+      return false;
+    }
+    return kind == TP_TRACE_KERNEL ? use_coll(x, ev, false, dur) : true;
   }
   if (buf_is_ci(&x->cat, "cuda_runtime") || buf_is_ci(&x->cat, "cuda_driver") ||
       buf_is_ci(&x->cat, "runtime")) {
+    TpTraceCall call = tp_trace_call_of(x->name.data, x->name.len);
+    if (call == TP_TRACE_CALL_SYNC &&
+        !oom(x, tp_trace_add_sync(t, TP_TRACE_SYNC_CALL, ev->ts, dur, ev->corr, -1))) {
+      return false;
+    }
     if (ev->corr != UINT64_MAX) {
-      return oom(x, tp_trace_add_launch(t, ev->corr, ev->ts, dur,
-                                        ev->has_ext ? ev->ext : UINT64_MAX, thread_of(x, ev)));
+      return oom(x, tp_trace_add_launch_call(t, ev->corr, ev->ts, dur,
+                                             ev->has_ext ? ev->ext : UINT64_MAX, thread_of(x, ev),
+                                             call));
+    }
+    t->ignored += call != TP_TRACE_CALL_SYNC;
+    return true;
+  }
+  if (buf_is_ci(&x->cat, "cuda_sync")) {
+    // Recent PyTorch marks synchronisations on the GPU timeline (its own rows, with a stream and
+    // the correlation of the call that waited).
+    static const struct {
+      const char *name;
+      TpTraceSyncKind kind;
+    } kinds[] = {{"Stream Sync", TP_TRACE_SYNC_STREAM},
+                 {"Event Sync", TP_TRACE_SYNC_EVENT},
+                 {"Context Sync", TP_TRACE_SYNC_CONTEXT},
+                 {"Stream Wait Event", TP_TRACE_SYNC_STREAM_WAIT}};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+      if (key_is(&x->name, kinds[i].name)) {
+        return oom(x, tp_trace_add_sync(t, kinds[i].kind, ev->ts, dur, ev->corr, ev->stream));
+      }
     }
     t->ignored++;
     return true;
@@ -1033,6 +1133,10 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
     ckind = TP_TRACE_CPU_MODULE;
   }
   if (ckind != TP_TRACE_CPU_KINDS) {
+    if (ckind == TP_TRACE_CPU_OP && key_is(&x->name, "record_param_comms") &&
+        !use_coll(x, ev, true, dur)) {
+      return false;
+    }
     return use_range(x, ev, ckind, dur);
   }
   t->ignored += !used;
@@ -1218,7 +1322,7 @@ static bool read_top(Parser *x, bool *seen_events) {
 
 int tp_trace_parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
   Parser x = {.src = src, .t = t, .err = err};
-  Str *strs[] = {&x.key, &x.name, &x.cat, &x.coll, &x.dtype, &x.ph, &x.id};
+  Str *strs[] = {&x.key, &x.name, &x.cat, &x.coll, &x.dtype, &x.ph, &x.id, &x.pg, &x.ranks};
   for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
     str_clear(strs[i]);
   }
@@ -1232,20 +1336,39 @@ int tp_trace_parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
   }
   int rc = 0;
   uint64_t end = offset(&x);
+  // Where the data stopped: for gzip, the compressed offset and the inflated one, labelled.
+  char at[96];
+  if (tp_trace_src_compressed(src)) {
+    snprintf(at, sizeof(at), "compressed byte %llu (decompressed byte %llu)",
+             (unsigned long long)tp_trace_src_compressed_offset(src), (unsigned long long)end);
+  } else {
+    snprintf(at, sizeof(at), "byte %llu", (unsigned long long)end);
+  }
+  bool cut = tp_trace_src_truncated(src);
   if (x.fail == EV_ERR) {
     rc = err->code ? err->code : TP_EPARSE;
   } else if (!ok) {
     // The data ended inside the JSON.
-    if (end == 0) {
+    if (end == 0 && cut) {
+      rc = tp_error_set(err, TP_EPARSE, "%s: truncated at %s: the gzip stream ends early", t->path,
+                        at);
+    } else if (end == 0) {
       rc = tp_error_set(err, TP_EPARSE, "%s: empty file", t->path);
     } else if (!seen_events && t->events == 0) {
-      rc = tp_error_set(err, TP_EPARSE, "%s: byte %llu: the file ends before any traceEvents",
-                        t->path, (unsigned long long)end);
+      rc =
+          tp_error_set(err, TP_EPARSE, "%s: %s: the file ends before any traceEvents", t->path, at);
+    } else if (t->events == 0) {
+      // Nothing was read: a damaged file, not an empty profile.
+      rc =
+          tp_error_set(err, TP_EPARSE, "%s: truncated at %s: no event before the cut", t->path, at);
     } else {
       t->truncated = true;
-      tp_trace_warn(t, "%s: truncated at byte %llu: kept the %llu events read before it", t->path,
-                    (unsigned long long)end, (unsigned long long)t->events);
+      tp_trace_warn(t, "%s: truncated at %s: kept the %llu events read before it", t->path, at,
+                    (unsigned long long)t->events);
     }
+  } else if (end == 0 && cut) {
+    rc = tp_error_set(err, TP_EPARSE, "%s: truncated at %s: the gzip stream ends early", t->path,
+                      at);
   } else if (end == 0 || !seen_events) {
     rc = end == 0 ? tp_error_set(err, TP_EPARSE, "%s: empty file", t->path)
                   : tp_error_set(err, TP_EPARSE, "%s: no traceEvents in the trace", t->path);
@@ -1256,6 +1379,8 @@ int tp_trace_parse(TpTraceSrc *src, TpTrace *t, TpError *err) {
   tp_buf_free(&x.cat.buf);
   tp_buf_free(&x.coll.buf);
   tp_buf_free(&x.dtype.buf);
+  tp_buf_free(&x.pg.buf);
+  tp_buf_free(&x.ranks.buf);
   tp_buf_free(&x.ph.buf);
   tp_buf_free(&x.id.buf);
   tp_buf_free(&x.text);

@@ -48,6 +48,7 @@ struct TpTraceSrc {
   bool done, stop;  // done: the thread has queued its last slot; stop: the parser is gone
   int rc;           // the thread's error (0: none)
   char msg[256];
+  uint64_t in_queued;  // compressed bytes inflated into the chunks queued so far (under mu)
   // a peeked first chunk, handed out again by the next tp_trace_src_next
   bool replay;
   int replay_rc;
@@ -246,6 +247,7 @@ static void *reader_main(void *arg) {
     }
     bool last = rc != 0 || (in_len == 0 && at_eof);
     pthread_mutex_lock(&s->mu);
+    s->in_queued = s->compressed ? s->inf.in_total : 0;
     if (len > 0) {
       s->slot_len[w] = len;
       s->slot_full[w] = true;
@@ -387,6 +389,19 @@ bool tp_trace_src_compressed(const TpTraceSrc *s) {
 
 bool tp_trace_src_truncated(const TpTraceSrc *s) {
   return s->truncated;
+}
+
+uint64_t tp_trace_src_compressed_offset(TpTraceSrc *s) {
+  if (!s->compressed) {
+    return 0;
+  }
+  if (!s->threaded) {
+    return s->inf.in_total;
+  }
+  pthread_mutex_lock(&s->mu);
+  uint64_t n = s->in_queued;
+  pthread_mutex_unlock(&s->mu);
+  return n;
 }
 
 void tp_trace_src_free(TpTraceSrc *s) {

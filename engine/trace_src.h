@@ -33,5 +33,9 @@ const char *tp_trace_src_label(const TpTraceSrc *s);
 bool tp_trace_src_compressed(const TpTraceSrc *s);
 bool tp_trace_src_truncated(const TpTraceSrc *s);
 
+/// The compressed bytes inflated into the data handed out so far (0 when not gzip); at the end of
+/// the data, where the gzip stream stopped.
+uint64_t tp_trace_src_compressed_offset(TpTraceSrc *s);
+
 /// Stops the reader thread and frees the source (NULL is fine).
 void tp_trace_src_free(TpTraceSrc *s);

@@ -89,6 +89,9 @@ void tp_trace_store_free(TpTrace *t) {
     free(pv->launches);
     free(pv->longs);
     free(pv->loaders);
+    free(pv->syncs);
+    free(pv->sync_end);
+    free(pv->loader_end);
     free(pv);
   }
   free(t->path);
@@ -233,6 +236,11 @@ int64_t tp_trace_store_op_dur(const TpTrace *t, size_t i) {
 
 int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur, uint64_t ext,
                         uint16_t thread) {
+  return tp_trace_add_launch_call(t, corr, ts, dur, ext, thread, TP_TRACE_CALL_OTHER);
+}
+
+int tp_trace_add_launch_call(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur, uint64_t ext,
+                             uint16_t thread, TpTraceCall call) {
   TpTraceStore *pv = t->priv;
   if (corr >= UINT32_MAX) {
     return 0;  // no op can name it (ops keep 32-bit correlations)
@@ -246,8 +254,78 @@ int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur, uint
   l->dur = dur < 0 ? 0 : dur > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)dur;
   l->ext = ext < TP_TRACE_NO_EXT ? (uint32_t)ext : TP_TRACE_NO_EXT;
   l->thread = thread;
+  l->call = (uint8_t)call;
   t->launches++;
+  if (call == TP_TRACE_CALL_GRAPH) {
+    t->graph_launches++;
+  }
   return 0;
+}
+
+int tp_trace_add_sync(TpTrace *t, TpTraceSyncKind kind, int64_t ts, int64_t dur, uint64_t corr,
+                      int64_t stream) {
+  TpTraceStore *pv = t->priv;
+  if (!grow((void **)&pv->syncs, &pv->sync_cap, pv->nsync, sizeof(TpTraceSync))) {
+    return TP_ENOMEM;
+  }
+  pv->syncs[pv->nsync++] = (TpTraceSync){
+      .ts = ts,
+      .dur = dur < 0 ? 0 : dur,
+      .corr = corr < UINT32_MAX ? (uint32_t)corr : UINT32_MAX,
+      .stream = (int16_t)(stream > INT16_MAX ? INT16_MAX
+                          : stream < -1      ? -1
+                                             : stream),
+      .kind = (uint8_t)kind,
+  };
+  t->syncs[kind]++;
+  return 0;
+}
+
+// Whether name[0, len) is one of the NULL-terminated names.
+static bool name_in(const char *name, size_t len, const char *const *names) {
+  for (; *names; names++) {
+    if (strlen(*names) == len && memcmp(name, *names, len) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TpTraceCall tp_trace_call_of(const char *name, size_t len) {
+  // The CUDA runtime and driver APIs and HIP's (the names Kineto and rocprofv3 write).
+  static const char *const sync[] = {
+      "cudaDeviceSynchronize", "cudaStreamSynchronize",
+      "cudaEventSynchronize",  "cuCtxSynchronize",
+      "cuStreamSynchronize",   "cuEventSynchronize",
+      "hipDeviceSynchronize",  "hipStreamSynchronize",
+      "hipEventSynchronize",   NULL,
+  };
+  static const char *const copy[] = {
+      "cudaMemcpy",          "cudaMemcpy2D",  "cuMemcpyDtoH",
+      "cuMemcpyDtoH_v2",     "hipMemcpy",     "hipMemcpy2D",
+      "hipMemcpyWithStream", "hipMemcpyDtoH", NULL,
+  };
+  static const char *const copy_async[] = {"cudaMemcpyAsync",    "hipMemcpyAsync",
+                                           "cuMemcpyDtoHAsync",  "cuMemcpyDtoHAsync_v2",
+                                           "hipMemcpyDtoHAsync", NULL};
+  static const char *const graph[] = {"cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch", NULL};
+  if (len < 8 || len > 32) {
+    return TP_TRACE_CALL_OTHER;
+  }
+  // Every launch call goes through here: a look at the name's tail first.
+  if (len >= 11 && memcmp(name + len - 11, "Synchronize", 11) == 0) {
+    return name_in(name, len, sync) ? TP_TRACE_CALL_SYNC : TP_TRACE_CALL_OTHER;
+  }
+  if (len >= 11 && memcmp(name + len - 11, "GraphLaunch", 11) == 0) {
+    return name_in(name, len, graph) ? TP_TRACE_CALL_GRAPH : TP_TRACE_CALL_OTHER;
+  }
+  if (!memmem(name, len, "Memcpy", 6)) {
+    return TP_TRACE_CALL_OTHER;
+  }
+  if (name_in(name, len, copy)) {
+    return TP_TRACE_CALL_COPY;
+  }
+  return name_in(name, len, copy_async) ? TP_TRACE_CALL_COPY_ASYNC : TP_TRACE_CALL_OTHER;
 }
 
 static bool name_starts(const char *name, size_t len, const char *prefix) {
@@ -393,6 +471,118 @@ static uint32_t step_at(const TpTrace *t, int64_t ts) {
   return ts < s->ts + s->dur ? (uint32_t)(lo - 1) : TP_TRACE_NO_STEP;
 }
 
+static int cmp_span(const void *a, const void *b) {
+  const TpTraceSpan *x = a, *y = b;
+  return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+static int cmp_sync(const void *a, const void *b) {
+  const TpTraceSync *x = a, *y = b;
+  return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+// Whether a device-to-host copy (by its name, "Memcpy DtoH (Device -> Pageable)") lands in
+// pageable host memory, which makes even an async copy call wait for it.
+static bool is_pageable_dtoh(const char *name, size_t len) {
+  bool dtoh = false, pageable = false;
+  for (size_t i = 0; i + 4 <= len; i++) {
+    dtoh = dtoh || memcmp(name + i, "DtoH", 4) == 0;
+    pageable = pageable || (i + 8 <= len && memcmp(name + i, "Pageable", 8) == 0);
+  }
+  return dtoh && pageable;
+}
+
+static bool is_dtoh(const char *name, size_t len) {
+  for (size_t i = 0; i + 4 <= len; i++) {
+    if (memcmp(name + i, "DtoH", 4) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// After the ops have their steps: the blocking copies as sync spans, the graph launches' ops,
+// then the sync and dataloader spans sorted with their running latest end.
+static int finish_spans(TpTrace *t) {
+  TpTraceStore *pv = t->priv;
+  t->graph_ops = 0;
+  for (size_t i = 0; i < t->nops; i++) {
+    const TpTraceOp *op = &t->ops[i];
+    if (op->kind != TP_TRACE_MEMCPY && t->graph_launches == 0) {
+      continue;  // only copies can block, and only graph launches' ops are counted
+    }
+    const TpTraceLaunch *l = find_launch(pv, op->corr);
+    if (!l || l->call == TP_TRACE_CALL_OTHER || l->call == TP_TRACE_CALL_SYNC) {
+      continue;
+    }
+    if (l->call == TP_TRACE_CALL_GRAPH) {
+      t->graph_ops++;
+      continue;
+    }
+    const TpTraceName *nm = &t->names[op->name];
+    const char *name = t->arena + nm->at;
+    bool blocking =
+        op->kind == TP_TRACE_MEMCPY &&
+        (l->call == TP_TRACE_CALL_COPY ? is_dtoh(name, nm->len) : is_pageable_dtoh(name, nm->len));
+    // The host waits from when the copy starts on the GPU (before it, the call only launches
+    // it, and the GPU may still run earlier work) to when the call returns.
+    int64_t from = op->ts > l->ts ? op->ts : l->ts, to = l->ts + (int64_t)l->dur;
+    if (blocking && to > from &&
+        tp_trace_add_sync(t, TP_TRACE_SYNC_COPY, from, to - from, l->corr, -1) != 0) {
+      return TP_ENOMEM;
+    }
+  }
+  if (pv->nsync > 1) {
+    qsort(pv->syncs, pv->nsync, sizeof(TpTraceSync), cmp_sync);
+  }
+  if (pv->nloader > 1) {
+    qsort(pv->loaders, pv->nloader, sizeof(TpTraceSpan), cmp_span);
+  }
+  free(pv->sync_end);
+  free(pv->loader_end);
+  pv->sync_end = malloc((pv->nsync + 1) * sizeof(int64_t));
+  pv->loader_end = malloc((pv->nloader + 1) * sizeof(int64_t));
+  if (!pv->sync_end || !pv->loader_end) {
+    return TP_ENOMEM;
+  }
+  int64_t end = INT64_MIN;
+  for (size_t i = 0; i < pv->nsync; i++) {
+    const TpTraceSync *y = &pv->syncs[i];
+    if (y->kind != TP_TRACE_SYNC_STREAM_WAIT && y->ts + y->dur > end) {
+      end = y->ts + y->dur;  // a stream wait blocks a stream, not the host
+    }
+    pv->sync_end[i] = end;
+  }
+  end = INT64_MIN;
+  for (size_t i = 0; i < pv->nloader; i++) {
+    if (pv->loaders[i].ts + pv->loaders[i].dur > end) {
+      end = pv->loaders[i].ts + pv->loaders[i].dur;
+    }
+    pv->loader_end[i] = end;
+  }
+  return 0;
+}
+
+bool tp_trace_store_overlaps(const TpTrace *t, bool loader, int64_t a, int64_t b) {
+  const TpTraceStore *pv = t->priv;
+  size_t n = loader ? pv->nloader : pv->nsync;
+  const int64_t *ends = loader ? pv->loader_end : pv->sync_end;
+  if (n == 0 || !ends) {
+    return false;
+  }
+  size_t lo = 0, hi = n;  // the first span starting at or after b
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int64_t ts = loader ? pv->loaders[mid].ts : pv->syncs[mid].ts;
+    if (ts < b) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo > 0 && ends[lo - 1] > a;  // a span starting before b ends after a
+}
+
 int tp_trace_finish(TpTrace *t) {
   TpTraceStore *pv = t->priv;
   bool sorted = true;
@@ -433,7 +623,7 @@ int tp_trace_finish(TpTrace *t) {
       t->steps[s].dataloader = tp_trace_add_capped(t->steps[s].dataloader, pv->loaders[i].dur);
     }
   }
-  return 0;
+  return finish_spans(t);
 }
 
 const TpTraceLaunch *tp_trace_store_launch(const TpTrace *t, uint32_t corr) {

@@ -26,6 +26,19 @@ static inline int64_t tp_trace_add_capped(int64_t a, int64_t b) {
 /// No External id (or one that does not fit 32 bits: nothing can be linked through it).
 #define TP_TRACE_NO_EXT UINT32_MAX
 
+/// What a runtime call is, by its name (tp_trace_call_of): the few kinds the idle causes and the
+/// graph warning need; every other call is TP_TRACE_CALL_OTHER.
+typedef enum TpTraceCall {
+  TP_TRACE_CALL_OTHER,
+  TP_TRACE_CALL_SYNC,  ///< {cuda,hip}{Device,Stream,Event}Synchronize, cu{Ctx,Stream,Event}...
+  TP_TRACE_CALL_COPY,  ///< a synchronous copy (cudaMemcpy, hipMemcpy, hipMemcpyWithStream...)
+  TP_TRACE_CALL_COPY_ASYNC,  ///< cudaMemcpyAsync, hipMemcpyAsync: blocking into pageable memory
+  TP_TRACE_CALL_GRAPH,       ///< cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
+} TpTraceCall;
+
+/// The kind of the runtime call named name[0, len).
+TpTraceCall tp_trace_call_of(const char *name, size_t len);
+
 /// A runtime call that launched a GPU op (the op has the same args.correlation).
 typedef struct TpTraceLaunch {
   int64_t ts;
@@ -33,7 +46,16 @@ typedef struct TpTraceLaunch {
   uint32_t dur;     ///< ns, at most UINT32_MAX (only its end is used: a launch is never that long)
   uint32_t ext;     ///< args "External id": the CPU op it ran in, or TP_TRACE_NO_EXT
   uint16_t thread;  ///< its CPU thread (trace_cpu.h), or TP_TRACE_NO_THREAD
+  uint8_t call;     ///< TpTraceCall
 } TpTraceLaunch;
+
+/// A synchronisation span: the host blocked (or, for a stream wait, a stream), ns.
+typedef struct TpTraceSync {
+  int64_t ts, dur;
+  uint32_t corr;   ///< args.correlation, or UINT32_MAX
+  int16_t stream;  ///< args.stream of a cuda_sync event (-1: none)
+  uint8_t kind;    ///< TpTraceSyncKind
+} TpTraceSync;
 
 /// A CPU interval (the dataloader's events).
 typedef struct TpTraceSpan {
@@ -77,6 +99,12 @@ int tp_trace_add_op(TpTrace *t, const TpTraceOpIn *op);
 /// returns 0 or TP_ENOMEM.
 int tp_trace_add_launch(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur, uint64_t ext,
                         uint16_t thread);
+/// Adds a launch with the kind of its call (tp_trace_call_of); returns 0 or TP_ENOMEM.
+int tp_trace_add_launch_call(TpTrace *t, uint64_t corr, int64_t ts, int64_t dur, uint64_t ext,
+                             uint16_t thread, TpTraceCall call);
+/// Adds a synchronisation span (`corr` UINT64_MAX: none); returns 0 or TP_ENOMEM.
+int tp_trace_add_sync(TpTrace *t, TpTraceSyncKind kind, int64_t ts, int64_t dur, uint64_t corr,
+                      int64_t stream);
 /// Adds a ProfilerStep; returns 0 or TP_ENOMEM.
 int tp_trace_add_step(TpTrace *t, int64_t number, int64_t ts, int64_t dur);
 /// Adds a dataloader interval; returns 0 or TP_ENOMEM.
@@ -90,7 +118,9 @@ size_t tp_trace_store_put(TpTrace *t, const char *p, size_t n);
 /// Records a warning (the first one is kept whole; the rest are counted).
 void tp_trace_warn(TpTrace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /// After reading: sorts the launches and steps, gives each op its step, the steps their
-/// dataloader time. Returns 0 or TP_ENOMEM.
+/// dataloader time; adds a sync span for each blocking device-to-host copy, counts the ops that
+/// graph launches ran; sorts the sync and dataloader spans for tp_trace_store_overlaps. Returns 0
+/// or TP_ENOMEM.
 int tp_trace_finish(TpTrace *t);
 
 enum { TP_TRACE_CAT_SLOTS = 512 };
@@ -114,10 +144,15 @@ typedef struct TpTraceStore {
   size_t nlong, long_cap;
   TpTraceSpan *loaders;
   size_t nloader, loader_cap;
+  TpTraceSync *syncs;  ///< sorted by ts after tp_trace_finish
+  size_t nsync, sync_cap;
+  int64_t *sync_end;  ///< after tp_trace_finish: the latest end of syncs[0..i] that block the host
+  int64_t *loader_end;  ///< likewise for the dataloader spans (sorted by ts)
   TpTraceCat cats[TP_TRACE_CAT_SLOTS];
   uint64_t other_cats;
   bool ops_sorted;
-  struct TpTraceCpuStore *cpu;  ///< the CPU ranges (trace_cpu.c; freed by tp_trace_cpu_free)
+  struct TpTraceCpuStore *cpu;    ///< the CPU ranges (trace_cpu.c; freed by tp_trace_cpu_free)
+  struct TpTraceCollStore *coll;  ///< the collectives (trace_coll.c; tp_trace_coll_free)
 } TpTraceStore;
 
 /// Frees a trace and its store (NULL is fine).
@@ -126,6 +161,9 @@ void tp_trace_store_free(TpTrace *t);
 const TpTraceLaunch *tp_trace_store_launch(const TpTrace *t, uint32_t corr);
 /// The real duration of op `i` in ns.
 int64_t tp_trace_store_op_dur(const TpTrace *t, size_t i);
+/// Whether a span that blocks the host (loader false: a synchronisation; true: the dataloader)
+/// overlaps [a, b) (after tp_trace_finish).
+bool tp_trace_store_overlaps(const TpTrace *t, bool loader, int64_t a, int64_t b);
 /// Calls fn for each category counted.
 void tp_trace_store_categories(const TpTrace *t,
                                void (*fn)(const char *cat, size_t len, uint64_t count, void *ud),

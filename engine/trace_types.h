@@ -42,6 +42,19 @@ typedef enum TpTraceCpuKind {
   TP_TRACE_CPU_KINDS,
 } TpTraceCpuKind;
 
+/// What a host synchronisation span is (TpTrace.syncs): a runtime call that blocks the host, a
+/// blocking device-to-host copy, or one of the `cuda_sync` events recent PyTorch writes on the
+/// GPU timeline.
+typedef enum TpTraceSyncKind {
+  TP_TRACE_SYNC_CALL,  ///< cuda/hip Device, Stream or Event Synchronize (runtime or driver)
+  TP_TRACE_SYNC_COPY,  ///< a blocking device-to-host copy: from the copy's start to the call's end
+  TP_TRACE_SYNC_STREAM,       ///< cuda_sync "Stream Sync"
+  TP_TRACE_SYNC_EVENT,        ///< cuda_sync "Event Sync"
+  TP_TRACE_SYNC_CONTEXT,      ///< cuda_sync "Context Sync"
+  TP_TRACE_SYNC_STREAM_WAIT,  ///< cuda_sync "Stream Wait Event" (the GPU waits; not the host)
+  TP_TRACE_SYNC_KINDS,
+} TpTraceSyncKind;
+
 /// The phase of training a CPU range runs in, from the ranges around it.
 enum {
   TP_TRACE_PHASE_FWD,  ///< neither of the others
@@ -161,6 +174,9 @@ typedef struct TpTrace {
   uint64_t linked;      ///< GPU ops linked to the CPU range that launched them
   uint64_t unordered;   ///< CPU ranges that start before an earlier one on their thread
   uint64_t args_long;   ///< shape arguments over 64 KiB, left out of their op's key
+  uint64_t syncs[TP_TRACE_SYNC_KINDS];  ///< synchronisation spans kept, per kind
+  uint64_t graph_launches;              ///< cudaGraphLaunch / hipGraphLaunch calls
+  uint64_t graph_ops;  ///< GPU ops whose launch is a graph launch (no CPU op of their own)
   bool compressed, truncated;
   bool stepless;          ///< no ProfilerStep in the trace: one step (number 0) holds every op
   int64_t gpu_step_last;  ///< start of the latest ProfilerStep on the GPU timeline, or INT64_MIN
@@ -169,6 +185,47 @@ typedef struct TpTrace {
   // private: categories seen, launch table, long durations, name hash
   void *priv;
 } TpTrace;
+
+/// Why the GPU sat idle in a gap: the cause of each idle interval (docs/trace.md, "Why the GPU is
+/// idle"). The first three are gaps the host left (the next op's launch call started after the
+/// gap began), split by what the host was doing; the last two are gaps with work already queued.
+typedef enum TpTraceCause {
+  TP_TRACE_CAUSE_HOST,     ///< the host was late to launch the next op
+  TP_TRACE_CAUSE_SYNC,     ///< ... while it was blocked in a synchronisation (or a blocking copy)
+  TP_TRACE_CAUSE_LOADER,   ///< ... while the dataloader ran
+  TP_TRACE_CAUSE_LATENCY,  ///< launched before the gap, and the gap is below the threshold
+  TP_TRACE_CAUSE_OTHER,    ///< launched before the gap, a longer gap (another stream, an event)
+  TP_TRACE_CAUSES,
+} TpTraceCause;
+
+/// Launch figures over a step's kernels that have a launch (docs/trace.md, "Launches"). ns.
+typedef struct TpTraceLaunchStats {
+  uint64_t count;     ///< kernels with a launch
+  uint64_t shorter;   ///< kernels that ran shorter than their launch call took
+  int64_t cpu;        ///< launch call durations, summed
+  int64_t gpu;        ///< kernel durations, summed
+  int64_t delay_sum;  ///< kernel start - launch start, summed
+  int64_t delay_p50, delay_p90, delay_p99, delay_max, delay_min;  ///< of those delays
+} TpTraceLaunchStats;
+
+/// The queue of one stream over one step window: ops launched and not yet finished.
+typedef struct TpTraceQueueStat {
+  int16_t stream;
+  uint32_t max;   ///< the largest length held for a while inside the window
+  double mean;    ///< the time-weighted mean length over the window
+  int64_t empty;  ///< ns of the window with nothing queued on the stream
+} TpTraceQueueStat;
+
+/// Idle time on one stream as Holistic Trace Analysis' get_idle_time_breakdown takes it: over
+/// the ops of its whole-trace view on that stream, each op's start rounded up and end down to a
+/// microsecond, the interval before each op (its start - the previous op's end, negative when
+/// they overlap) counted as host wait when the op's launch started after that end, else as kernel
+/// wait when below the threshold, else other. ns.
+typedef struct TpTraceIdleStream {
+  int16_t stream;
+  uint64_t ops;
+  int64_t host, kernel, other;
+} TpTraceIdleStream;
 
 /// One class's figures in one step window (ns; count and sum over the ops of the step).
 typedef struct TpTraceClassTime {
@@ -183,7 +240,12 @@ typedef struct TpTraceStepTime {
   size_t step;  ///< index into t->steps
   int64_t start, window, busy, idle, compute, non_compute, comm, comm_overlapped, host_wait;
   size_t ops;
-  TpTraceClassTime *cls;  ///< nclasses entries
+  TpTraceClassTime *cls;           ///< nclasses entries
+  int64_t cause[TP_TRACE_CAUSES];  ///< idle per cause; they add up to `idle`
+  int64_t longest;                 ///< the longest of the step's own ops (ns)
+  uint32_t longest_name;           ///< its name id (UINT32_MAX: the step has no op)
+  TpTraceLaunchStats launch;
+  TpTraceQueueStat *queue;  ///< one per stream of the trace (TpTraceBreakdown.nstreams)
 } TpTraceStepTime;
 
 /// Holistic Trace Analysis' whole-trace view (its Trace._filter_irrelevant_gpu_kernels): with two
@@ -198,6 +260,7 @@ typedef struct TpTraceWhole {
   size_t ops;
   struct {
     int64_t span, idle, compute, non_compute;
+    size_t syncs;  ///< cuda_sync rows on a stream that HTA takes for GPU rows (counted as compute)
   } rounded;
 } TpTraceWhole;
 
@@ -209,4 +272,40 @@ typedef struct TpTraceBreakdown {
   TpTraceWhole whole;
   uint64_t *name_count;  ///< per name id: ops assigned to a step
   int64_t *name_sum;     ///< per name id: their durations
+  size_t nstreams;       ///< distinct streams of the ops (each step's `queue` has one per stream)
+  TpTraceIdleStream *hta_idle;  ///< per stream, HTA's idle-time breakdown (nstreams entries)
+  TpTraceLaunchStats launch;    ///< the launch figures over the steady windows together (every
+                                ///< window but the last when there are several)
+  int64_t gap;                  ///< the latency threshold the causes used (ns)
 } TpTraceBreakdown;
+
+/// Options of tp_trace_breakdown_with.
+typedef struct TpTraceBreakdownOpts {
+  int64_t gap;  ///< a queued gap shorter than this is launch latency (ns; <= 0: 30 us, as HTA)
+} TpTraceBreakdownOpts;
+
+/// Where a collective's metadata came from.
+enum {
+  TP_TRACE_COLL_NONE,    ///< nowhere: an NCCL/RCCL kernel with no args and no record_param_comms
+  TP_TRACE_COLL_KERNEL,  ///< the kernel's own args (Kineto copies them from record_param_comms)
+  TP_TRACE_COLL_CPU,     ///< the record_param_comms CPU op that launched it
+};
+
+/// One NCCL or RCCL GPU op with the message it moved (docs/collectives.md): from its own args
+/// ("Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype", "Process Group
+/// Name", "Process Group Ranks", "Seq", "Rank") and those of the record_param_comms CPU op it was
+/// launched in. Times in ns; -1 (0 for texts, group and dtype_size) where unknown.
+typedef struct TpTraceColl {
+  int64_t ts, dur;
+  int64_t in_nelems, out_nelems;
+  int64_t group;                    ///< ranks in its process group
+  int64_t seq;                      ///< the process group's sequence number of the collective
+  int64_t rank;                     ///< the rank that recorded it
+  uint32_t name;                    ///< its op name id
+  uint32_t step;                    ///< index into the steps (its launch's), or TP_TRACE_NO_STEP
+  uint32_t coll, dtype, pg, ranks;  ///< texts (tp_trace_coll_text): collective, type, group
+  uint32_t corr;                    ///< args.correlation, or UINT32_MAX
+  int16_t stream;
+  uint8_t dtype_size;  ///< bytes per element
+  uint8_t source;      ///< TP_TRACE_COLL_*
+} TpTraceColl;

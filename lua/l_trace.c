@@ -49,6 +49,12 @@ static void push_cat(const char *cat, size_t len, uint64_t count, void *ud) {
   lua_setfield(L, -2, len ? cat : "(none)");  // cat is NUL-terminated in the arena
 }
 
+static const char *const sync_kinds[TP_TRACE_SYNC_KINDS] = {"call",  "copy",    "stream",
+                                                            "event", "context", "stream_wait"};
+
+static const char *const cause_names[TP_TRACE_CAUSES] = {"host", "sync", "dataloader", "latency",
+                                                         "other"};
+
 // trace:info() -> { path, bytes, compressed, truncated, warning, warnings, events, ops, ... }
 static int t_info(lua_State *L) {
   TpTrace *t = check_trace(L);
@@ -70,6 +76,13 @@ static int t_info(lua_State *L) {
   set_int(L, "linked", (lua_Integer)t->linked);
   set_int(L, "unordered", (lua_Integer)t->unordered);
   set_int(L, "args_long", (lua_Integer)t->args_long);
+  set_int(L, "graph_launches", (lua_Integer)t->graph_launches);
+  set_int(L, "graph_ops", (lua_Integer)t->graph_ops);
+  lua_createtable(L, 0, TP_TRACE_SYNC_KINDS);  // [info, syncs]
+  for (int k = 0; k < TP_TRACE_SYNC_KINDS; k++) {
+    set_int(L, sync_kinds[k], (lua_Integer)t->syncs[k]);
+  }
+  lua_setfield(L, -2, "syncs");
   lua_pushboolean(L, t->compressed);
   lua_setfield(L, -2, "compressed");
   lua_pushboolean(L, t->truncated);
@@ -174,11 +187,70 @@ static int scratch_gc(lua_State *L) {
   return 0;
 }
 
-// trace:breakdown(class_of, kinds) -> { steps = {...}, whole = {...}, names = {...} }
+// Pushes launch figures as a table.
+static void push_launch(lua_State *L, const TpTraceLaunchStats *l) {
+  lua_createtable(L, 0, 10);
+  set_int(L, "count", (lua_Integer)l->count);
+  set_int(L, "shorter", (lua_Integer)l->shorter);
+  set_int(L, "cpu", l->cpu);
+  set_int(L, "gpu", l->gpu);
+  set_int(L, "delay_sum", l->delay_sum);
+  if (l->count > 0) {
+    set_int(L, "delay_min", l->delay_min);
+    set_int(L, "delay_p50", l->delay_p50);
+    set_int(L, "delay_p90", l->delay_p90);
+    set_int(L, "delay_p99", l->delay_p99);
+    set_int(L, "delay_max", l->delay_max);
+  }
+}
+
+// Pushes a step's idle causes, launch figures, longest op and queues into the table on top.
+static void push_idle(lua_State *L, const TpTraceBreakdown *b, const TpTraceStepTime *st) {
+  lua_createtable(L, 0, TP_TRACE_CAUSES);  // [.., step, cause]
+  for (int c = 0; c < TP_TRACE_CAUSES; c++) {
+    set_int(L, cause_names[c], st->cause[c]);
+  }
+  lua_setfield(L, -2, "cause");
+  push_launch(L, &st->launch);  // [.., step, launch]
+  lua_setfield(L, -2, "launch");
+  if (st->longest_name != UINT32_MAX) {
+    lua_createtable(L, 0, 2);  // [.., step, longest]
+    set_int(L, "dur", st->longest);
+    set_int(L, "name", (lua_Integer)st->longest_name + 1);
+    lua_setfield(L, -2, "longest");
+  }
+  lua_createtable(L, (int)b->nstreams, 0);  // [.., step, queue]
+  for (size_t s = 0; st->queue && s < b->nstreams; s++) {
+    const TpTraceQueueStat *q = &st->queue[s];
+    lua_createtable(L, 0, 4);
+    set_int(L, "stream", q->stream);
+    set_int(L, "max", (lua_Integer)q->max);
+    lua_pushnumber(L, q->mean);
+    lua_setfield(L, -2, "mean");
+    set_int(L, "empty", q->empty);
+    lua_rawseti(L, -2, (lua_Integer)s + 1);
+  }
+  lua_setfield(L, -2, "queue");
+}
+
+// trace:breakdown(class_of, kinds[, opts]) -> { steps = {...}, whole = {...}, names = {...},
+// hta_idle = {...}, gap } | nil, err, code. opts: { gap = ns } (the latency threshold)
 static int t_breakdown(lua_State *L) {
   TpTrace *t = check_trace(L);
   luaL_checktype(L, 2, LUA_TTABLE);
   luaL_checktype(L, 3, LUA_TTABLE);
+  TpTraceBreakdownOpts opts = {0};
+  if (!lua_isnoneornil(L, 4)) {
+    luaL_checktype(L, 4, LUA_TTABLE);
+    lua_getfield(L, 4, "gap");
+    if (!lua_isnil(L, -1)) {
+      lua_Integer gap = luaL_checkinteger(L, -1);
+      luaL_argcheck(L, gap > 0, 4, "gap must be a positive number of ns");
+      opts.gap = gap;
+    }
+    lua_pop(L, 1);
+  }
+  lua_settop(L, 3);
   lua_Integer nclasses = luaL_len(L, 3);
   luaL_argcheck(L, nclasses >= 1 && nclasses <= TP_TRACE_MAX_CLASSES, 3,
                 "between 1 and 64 class kinds");
@@ -199,7 +271,7 @@ static int t_breakdown(lua_State *L) {
   uint8_t *class_of = lua_newuserdatauv(L, t->nnames + 1, 0);  // [.., scratch, class_of]
   read_bytes(L, 2, class_of, t->nnames, 1, nclasses, "class_of");
   TpError err = {0};
-  if (tp_trace_breakdown(t, class_of, kinds, (size_t)nclasses, &s->b, &err) != 0) {
+  if (tp_trace_breakdown_with(t, class_of, kinds, (size_t)nclasses, &opts, &s->b, &err) != 0) {
     return tpl_pusherror(L, &err);
   }
   s->used = true;
@@ -237,9 +309,25 @@ static int t_breakdown(lua_State *L) {
       lua_rawseti(L, -2, c + 1);
     }
     lua_setfield(L, -2, "class");
+    push_idle(L, b, st);
     lua_rawseti(L, -2, (lua_Integer)k + 1);
   }
   lua_setfield(L, -2, "steps");
+  set_int(L, "gap", b->gap);
+  push_launch(L, &b->launch);  // [.., result, launch]
+  lua_setfield(L, -2, "launch");
+  lua_createtable(L, (int)b->nstreams, 0);  // [.., result, hta_idle]
+  for (size_t i = 0; b->hta_idle && i < b->nstreams; i++) {
+    const TpTraceIdleStream *h = &b->hta_idle[i];
+    lua_createtable(L, 0, 5);
+    set_int(L, "stream", h->stream);
+    set_int(L, "ops", (lua_Integer)h->ops);
+    set_int(L, "host", h->host);
+    set_int(L, "kernel", h->kernel);
+    set_int(L, "other", h->other);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "hta_idle");
   lua_createtable(L, 0, 5);  // [.., result, whole]
   set_int(L, "span", b->whole.span);
   set_int(L, "idle", b->whole.idle);
@@ -251,6 +339,7 @@ static int t_breakdown(lua_State *L) {
   set_int(L, "idle", b->whole.rounded.idle);
   set_int(L, "compute", b->whole.rounded.compute);
   set_int(L, "non_compute", b->whole.rounded.non_compute);
+  set_int(L, "syncs", (lua_Integer)b->whole.rounded.syncs);
   lua_setfield(L, -2, "rounded");
   lua_setfield(L, -2, "whole");
   lua_createtable(L, (int)t->nnames, 0);  // [.., result, names]
@@ -263,6 +352,69 @@ static int t_breakdown(lua_State *L) {
   lua_setfield(L, -2, "names");
   tp_trace_breakdown_free(&s->b);
   s->used = false;
+  return 1;
+}
+
+static void set_text(lua_State *L, const TpTrace *t, const char *k, uint32_t id) {
+  if (id) {
+    size_t len = 0;
+    const char *p = tp_trace_coll_text(t, id, &len);
+    lua_pushlstring(L, p, len);
+    lua_setfield(L, -2, k);
+  }
+}
+
+static const char *const coll_sources[] = {"none", "kernel", "cpu"};
+
+// trace:collectives() -> { { ts, dur, name, step?, stream, corr?, collective?, dtype?,
+// dtype_size?, in_nelems?, out_nelems?, group?, seq?, rank?, pg?, pg_ranks?, source }, ... }
+// (each NCCL/RCCL GPU op in read order; name: its name id (1-based); step: the profiler step
+// number of its launch)
+static int t_collectives(lua_State *L) {
+  TpTrace *t = check_trace(L);
+  size_t n = 0;
+  const TpTraceColl *cs = tp_trace_collectives(t, &n);
+  luaL_checkstack(L, 4, NULL);
+  lua_createtable(L, (int)(n > INT32_MAX ? INT32_MAX : n), 0);
+  for (size_t i = 0; i < n; i++) {
+    const TpTraceColl *c = &cs[i];
+    lua_createtable(L, 0, 17);
+    set_int(L, "ts", c->ts);
+    set_int(L, "dur", c->dur);
+    set_int(L, "name", (lua_Integer)c->name + 1);
+    set_int(L, "stream", c->stream);
+    if (c->step != TP_TRACE_NO_STEP && c->step < t->nsteps) {
+      set_int(L, "step", t->steps[c->step].number);
+    }
+    if (c->corr != UINT32_MAX) {
+      set_int(L, "corr", (lua_Integer)c->corr);
+    }
+    set_text(L, t, "collective", c->coll);
+    set_text(L, t, "dtype", c->dtype);
+    set_text(L, t, "pg", c->pg);
+    set_text(L, t, "pg_ranks", c->ranks);
+    if (c->dtype_size) {
+      set_int(L, "dtype_size", c->dtype_size);
+    }
+    if (c->in_nelems >= 0) {
+      set_int(L, "in_nelems", c->in_nelems);
+    }
+    if (c->out_nelems >= 0) {
+      set_int(L, "out_nelems", c->out_nelems);
+    }
+    if (c->group > 0) {
+      set_int(L, "group", c->group);
+    }
+    if (c->seq >= 0) {
+      set_int(L, "seq", c->seq);
+    }
+    if (c->rank >= 0) {
+      set_int(L, "rank", c->rank);
+    }
+    lua_pushstring(L, coll_sources[c->source < 3 ? c->source : 0]);
+    lua_setfield(L, -2, "source");
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
   return 1;
 }
 
@@ -427,8 +579,15 @@ static int t_tostring(lua_State *L) {
 int luaopen_tp__trace(lua_State *L);
 int luaopen_tp__trace(lua_State *L) {
   static const luaL_Reg methods[] = {
-      {"breakdown", t_breakdown}, {"close", t_close}, {"info", t_info},   {"names", t_names},
-      {"op_keys", t_op_keys},     {"ops", t_ops},     {"steps", t_steps}, {NULL, NULL},
+      {"breakdown", t_breakdown},
+      {"collectives", t_collectives},
+      {"close", t_close},
+      {"info", t_info},
+      {"names", t_names},
+      {"op_keys", t_op_keys},
+      {"ops", t_ops},
+      {"steps", t_steps},
+      {NULL, NULL},
   };
   static const luaL_Reg meta[] = {
       {"__close", t_close},

@@ -125,7 +125,7 @@ describe('tplua repl DIR', function()
     assert.truthy(between(r.stdout, 8, 9):find('loss checks: 1 findings', 1, true))
     assert.truthy(between(r.stdout, 9, 10):find(
       "R:plot: unknown chart 'pie' (known: throughput, step_time, loss, memory, mfu, lr, "
-      .. 'profile, roofline)', 1, true))
+      .. 'profile, roofline, idle)', 1, true))
   end)
 end)
 
@@ -154,7 +154,8 @@ describe('tplua repl DIR with profiled runs', function()
   it("prints each platform's breakdown and the explanation of the gap", function()
     local f = between(r.stdout, 2, 3)
     assert.truthy(f:find('nvd runs: nvd-megatron-prof', 1, true), f)
-    assert.truthy(f:find('why amd and nvd differ: step 33.131 ms against 34.892 ms', 1, true), f)
+    assert.truthy(f:find('why amd and nvd differ: amd 5.0% faster per step: 33.131 vs 34.892 ms',
+      1, true), f)
   end)
 end)
 

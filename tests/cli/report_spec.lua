@@ -266,6 +266,19 @@ describe('tplua report', function()
     end
     assert.truthy(sec:find('<a href="profile.png">PNG</a>', 1, true))
     assert.truthy(sec:find('<a href="profile.svg">SVG</a>', 1, true))
+    -- Why the GPU is idle: stacked bars of the causes per platform, drawn by gnuplot.
+    local iw, ih = png_size(pout .. '/idle.png')
+    assert.are.equal(900, iw)
+    assert.are.equal(500, ih)
+    if have_python() then
+      assert.is_nil(xml_errors({ pout .. '/idle.svg' }))
+    end
+    for _, cause in ipairs({ 'host launch', 'synchronisation', 'launch latency', 'other' }) do
+      assert.truthy(sec:find('>' .. cause .. '</text>', 1, true), cause)
+    end
+    assert.truthy(sec:find('GPU idle time per step by cause (ms)', 1, true), sec)
+    assert.truthy(sec:find('<a href="idle.png">PNG</a>', 1, true))
+    assert.truthy(sec:find('amd 5.0% faster per step: 33.131 vs 34.892 ms', 1, true), sec)
     -- The ops of each platform against its GPU's limits, the verdicts, the roofline chart.
     assert.truthy(sec:find('<h3>Ops of nvd against the limits of NVIDIA H100 80GB HBM3</h3>', 1,
       true), sec)
@@ -284,7 +297,7 @@ describe('tplua report', function()
       assert.is_nil(xml_errors({ pout .. '/roofline.svg' }))
     end
     local _, psvg = dom:gsub('<svg ', '')
-    assert.are.equal(#PLOTS + 2, psvg)
+    assert.are.equal(#PLOTS + 3, psvg)
     local pshot = pout .. '/screenshot.png'
     local ps = chromium({ '--screenshot=' .. pshot, '--window-size=1280,2000' },
       'file://' .. pout .. '/report.html')
@@ -293,7 +306,12 @@ describe('tplua report', function()
     local md = h.read(pout .. '/report.md')
     assert.truthy(md:find('## Profile analysis', 1, true))
     assert.truthy(md:find('| nvd | 1 | 34.892 | 8.6% | 91.0% | 0.4% |', 1, true), md)
-    assert.truthy(md:find('| elementwise | 18.110 | 12.812 | -5.298 | 301% |', 1, true), md)
+    assert.truthy(md:find('| elementwise | 18.110 | 12.812 | -5.298 | 50% |', 1, true), md)
+    assert.truthy(md:find('![Why the GPU is idle (profiler traces)](idle.png)', 1, true), md)
+    -- what would mislead: logs and traces far apart, one profiled step per side
+    assert.truthy(md:find('Warning: nvd-megatron-prof: the log\'s step time', 1, true), md)
+    assert.truthy(md:find('Warning (amd against nvd): amd rests on one profiled step', 1, true),
+      md)
     assert.truthy(md:find('![Where the step time goes (profiler traces)](profile.png)', 1, true))
     assert.truthy(md:find('| aten::mm | [8944,1024] [1024,2816] | bf16 | 48 | 4.055 | 610.7 |',
       1, true), md)

@@ -5,6 +5,7 @@ local h = require('helper')
 local json = require('tp.json')
 
 local DIR = h.fixture('traces')
+local EXPECTED = json.decode(assert(h.read(DIR .. '/expected.json')))
 
 -- The fixture's JSON text, uncompressed.
 local function plain_text(name)
@@ -213,9 +214,29 @@ describe('tplua trace', function()
         DIR .. '/qwen05b_mi300.json.gz', '--label-a', 'H100', '--label-b', 'MI300X' })
       assert.are.equal('', r.stderr)
       assert.are.equal(0, r.code)
-      assert.is_truthy(r.stdout:find('why MI300X and H100 differ: step ', 1, true))
+      -- Which side is faster and by how much, the columns and the sign, from the oracle's
+      -- step windows (expected.json).
+      local wa = EXPECTED.fixtures['qwen05b_h100.json.gz'].steps[1].window_ns
+      local wb = EXPECTED.fixtures['qwen05b_mi300.json.gz'].steps[1].window_ns
+      assert.is_truthy(r.stdout:find(string.format('why MI300X and H100 differ: MI300X %.1f%% '
+        .. 'faster per step: %.3f vs %.3f ms\n', 100 * (wa - wb) / wa, wb / 1e6, wa / 1e6), 1,
+        true), r.stdout)
+      assert.is_truthy(r.stdout:find('  columns: H100 (A), MI300X (B); difference = MI300X - '
+        .. 'H100, ms per step: negative where MI300X spends less time', 1, true), r.stdout)
       assert.is_truthy(r.stdout:find('step (sum of the rows)', 1, true))
       assert.is_truthy(r.stdout:find('largest contributors: elementwise ', 1, true))
+      -- Rows moving in opposite directions: each row's share of all the movement, none over
+      -- 100% nor negative, and together 100%.
+      local total = 0
+      for share in r.stdout:gmatch('\n  [%w_ ]-  +[%d.]+ +[%d.]+ +[-+][%d.]+ +(%d+)%%') do
+        local v = tonumber(share)
+        assert.is_true(v >= 0 and v <= 100, share)
+        total = total + v
+      end
+      assert.is_true(total >= 97 and total <= 103, tostring(total))
+      -- The host side stays in the explanation: host wait of each, and the causes of idle.
+      assert.is_truthy(r.stdout:find('\n  host: H100 waited ', 1, true), r.stdout)
+      assert.is_truthy(r.stdout:find('\n  idle by cause (ms/step): H100 ', 1, true), r.stdout)
       r = h.run({ 'trace', '--compare', DIR .. '/qwen05b_h100.json.gz',
         DIR .. '/qwen05b_mi300.json.gz', '--json' })
       local doc = json.decode(r.stdout)
@@ -266,7 +287,46 @@ describe('tplua trace', function()
     assert.are.equal(0, r.code)
     local doc = json.decode(r.stdout)
     assert.is_true(doc.ranks[1].info.truncated)
-    assert.is_truthy(doc.ranks[1].warnings[1]:find('truncated', 1, true))
+    -- where: the offset in the gzip file, and the one in the text it inflates to, each named
+    assert.is_truthy(doc.ranks[1].warnings[1]:find(cutgz .. ': truncated at compressed byte '
+      .. (#gz // 2) .. ' (decompressed byte ' .. doc.ranks[1].info.bytes .. '): kept the ', 1,
+      true), doc.ranks[1].warnings[1])
+  end)
+
+  it('refuses a cut file that gives no event, naming both offsets of a gzip', function()
+    local dir = h.tmpdir()
+    local gz = h.read(DIR .. '/bert_small_h100.json.gz')
+    -- a gzip cut right after its 10-byte header: a cut file, not an empty one
+    local p = dir .. '/header.json.gz'
+    h.write(p, gz:sub(1, 10))
+    local r = h.run({ 'trace', p })
+    assert.are.equal(1, r.code)
+    assert.are.equal('', r.stdout)
+    assert.is_truthy(r.stderr:find(p .. ': truncated at compressed byte 10 (decompressed byte 0):'
+      .. ' the gzip stream ends early', 1, true), r.stderr)
+    -- JSON cut inside the first event: an error, not "a CPU-only profile" with exit status 0
+    local text = plain_text('bert_small_h100.json.gz')
+    local first = assert(text:find('"traceEvents"', 1, true))
+    first = assert(text:find('{', first, true))
+    p = dir .. '/early.json'
+    h.write(p, text:sub(1, first + 20))
+    r = h.run({ 'trace', p })
+    assert.are.equal(1, r.code)
+    assert.are.equal('', r.stdout)
+    assert.is_truthy(r.stderr:find(p .. ': truncated at byte ' .. (first + 20) .. ': no event '
+      .. 'before the cut', 1, true), r.stderr)
+    -- the same, gzip: the compressed offset, then the decompressed one
+    p = dir .. '/early.json.gz'
+    h.write(dir .. '/early.json.plain', text:sub(1, first + 20))
+    local gzip = io.popen('gzip -c ' .. h.shquote(dir .. '/early.json.plain'))
+    local whole = gzip:read('a')
+    gzip:close()
+    h.write(p, whole:sub(1, #whole - 8))  -- no trailer: cut at the end of the data
+    r = h.run({ 'trace', p })
+    assert.are.equal(1, r.code)
+    assert.is_truthy(r.stderr:find(p .. ': truncated at compressed byte ' .. (#whole - 8)
+      .. ' (decompressed byte ' .. (first + 20) .. '): no event before the cut', 1, true),
+      r.stderr)
   end)
 
   it('refuses empty, non-JSON, damaged and missing traces with the file and the byte', function()

@@ -53,6 +53,23 @@ static void check_breakdown(const TpTrace *t, const TpTraceBreakdown *b) {
       count += ct->count;
     }
     REQUIRE(count == st->ops);
+    // Idle per cause adds up to idle; launch figures and queues stay in range.
+    int64_t causes = 0;
+    for (int c = 0; c < TP_TRACE_CAUSES; c++) {
+      REQUIRE(st->cause[c] >= 0 && st->cause[c] <= st->idle);
+      causes += st->cause[c];
+    }
+    REQUIRE(causes == st->idle);
+    REQUIRE(st->launch.shorter <= st->launch.count && st->launch.count <= st->ops);
+    REQUIRE(st->launch.count == 0 || (st->launch.delay_min <= st->launch.delay_p50 &&
+                                      st->launch.delay_p50 <= st->launch.delay_p90 &&
+                                      st->launch.delay_p90 <= st->launch.delay_p99 &&
+                                      st->launch.delay_p99 <= st->launch.delay_max));
+    REQUIRE(st->longest_name == UINT32_MAX ? st->ops == 0 : st->longest_name < t->nnames);
+    for (size_t q = 0; st->queue && q < b->nstreams; q++) {
+      REQUIRE(st->queue[q].empty >= 0 && st->queue[q].empty <= st->window);
+      REQUIRE(st->queue[q].mean >= 0 && (st->queue[q].max > 0 || st->queue[q].mean == 0));
+    }
     REQUIRE(fabs(excl + (double)st->idle - (double)st->window) <=
             1e-9 * (double)st->window + 1e-6 * (double)(st->ops + 1));
   }
@@ -60,6 +77,12 @@ static void check_breakdown(const TpTrace *t, const TpTraceBreakdown *b) {
   REQUIRE(b->whole.idle >= 0 && b->whole.idle <= b->whole.span);
   REQUIRE(b->whole.compute >= 0 && b->whole.non_compute >= 0);
   REQUIRE(b->whole.compute + b->whole.non_compute + b->whole.idle == b->whole.span);
+  uint64_t hta_ops = 0;
+  for (size_t q = 0; q < b->nstreams; q++) {
+    hta_ops += b->hta_idle[q].ops;
+  }
+  REQUIRE(hta_ops == b->whole.ops);  // HTA's idle breakdown takes the ops of its whole view
+  REQUIRE(b->gap > 0);
   uint64_t assigned = 0;
   for (size_t i = 0; i < t->nnames; i++) {
     REQUIRE(b->name_count[i] <= t->names[i].count && b->name_sum[i] >= 0);
@@ -134,6 +157,28 @@ static void check_cpu(TpTrace *t) {
     tp_trace_ops_free(&o);
   }
   free(wanted);
+}
+
+// The collectives' side array: each entry an NCCL/RCCL op or one with a collective's args, its
+// name and step in range, its texts within the arena, counts -1 or more, a source it can have.
+static void check_collectives(const TpTrace *t) {
+  size_t n = 0;
+  const TpTraceColl *c = tp_trace_collectives(t, &n);
+  REQUIRE(n <= t->nops && (n == 0 || c != NULL));
+  for (size_t i = 0; i < n; i++) {
+    REQUIRE(c[i].name < t->nnames && c[i].dur >= 0);
+    REQUIRE(c[i].step == TP_TRACE_NO_STEP || c[i].step < t->nsteps);
+    REQUIRE(c[i].in_nelems >= -1 && c[i].out_nelems >= -1 && c[i].seq >= -1 && c[i].rank >= -1);
+    REQUIRE(c[i].group >= 0 && c[i].source <= TP_TRACE_COLL_CPU);
+    REQUIRE(c[i].source != TP_TRACE_COLL_NONE || (c[i].coll == 0 && c[i].in_nelems == -1));
+    const uint32_t ids[4] = {c[i].coll, c[i].dtype, c[i].pg, c[i].ranks};
+    for (int k = 0; k < 4; k++) {
+      size_t len = 99;
+      const char *p = tp_trace_coll_text(t, ids[k], &len);
+      REQUIRE(p != NULL && (ids[k] != 0 || len == 0));
+      REQUIRE(ids[k] == 0 || (p >= t->arena && p + len < t->arena + t->arena_len));
+    }
+  }
 }
 
 static bool same_breakdown(const TpTraceBreakdown *a, const TpTraceBreakdown *b, size_t nnames) {
@@ -218,6 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tp_trace_breakdown_free(&again);
   free(class_of);
   check_cpu(t);
+  check_collectives(t);
   tp_trace_free(t);
   free(copy);
   return 0;

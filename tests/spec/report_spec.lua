@@ -190,7 +190,7 @@ describe('tp.report charts', function()
     assert.has_error(function()
       report.chart(set, 'pie')
     end, "tp.report.chart: unknown chart 'pie' (known: throughput, step_time, loss, memory, " ..
-      'mfu, lr, profile, roofline)')
+      'mfu, lr, profile, roofline, idle)')
     -- Without a profiled run, 'profile' says so (and a report leaves it out).
     assert.are.equal('no run was profiled', report.chart(load('fair'), 'profile').missing)
   end)

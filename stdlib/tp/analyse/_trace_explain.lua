@@ -1,6 +1,7 @@
 -- tp.analyse._trace_explain: the parts of tp.analyse.trace that look across traces: the mean
 -- step of a run's ranks, stragglers among the ranks, the explanation of the difference in step
 -- time between two runs (rows that add up to it), and the summary a run record keeps.
+local idle = require('tp.analyse._trace_idle')
 
 local M = {}
 
@@ -46,6 +47,7 @@ function M.mean_of_ranks(ranks)
     m.class[c.name] = agg
   end
   m.overlap = (m.comm or 0) > 0 and m.comm_overlapped / m.comm or nil
+  m.cause = idle.mean_of_ranks(with)
   return m
 end
 
@@ -170,14 +172,20 @@ function M.explain(a, b, labels)
     row.b = r.value
   end
   local diff = mb.window - ma.window
-  local kept, sum = {}, 0
+  local kept, sum, moved = {}, 0, 0
   for _, row in ipairs(rows) do
     row.diff = row.b - row.a
     sum = sum + row.diff
+    moved = moved + math.abs(row.diff)
     if row.a ~= 0 or row.b ~= 0 then
       row.share = diff ~= 0 and row.diff / diff or nil
       kept[#kept + 1] = row
     end
+  end
+  -- Each row's share of all the movement (the sum of |difference|): meaningful when rows move
+  -- in opposite directions, where a share of the net gap is not (300% and -150%).
+  for _, row in ipairs(kept) do
+    row.moved = moved > 0 and math.abs(row.diff) / moved or nil
   end
   table.sort(kept, function(x, y)
     if math.abs(x.diff) ~= math.abs(y.diff) then
@@ -187,26 +195,38 @@ function M.explain(a, b, labels)
   end)
   local e = { labels = labels, step_a = ma.window, step_b = mb.window, diff = diff,
     ratio = ma.window > 0 and mb.window / ma.window or nil, rows = kept, sum = sum,
-    overlap_a = ma.overlap, overlap_b = mb.overlap, mean_a = ma, mean_b = mb, lines = {},
-    warnings = {} }
+    moved = moved, overlap_a = ma.overlap, overlap_b = mb.overlap, mean_a = ma, mean_b = mb,
+    lines = {}, warnings = {},
+    sign = 'difference = ' .. labels[2] .. ' - ' .. labels[1] .. ' (ms per step): positive where '
+      .. labels[2] .. ' spends longer, negative where it spends less' }
+  -- Which side is faster, and by how much of the slower side's step.
+  if diff ~= 0 and ma.window > 0 and mb.window > 0 then
+    local fast, slow = diff < 0 and 2 or 1, diff < 0 and 1 or 2
+    local t = { ma.window, mb.window }
+    e.faster = { side = fast, label = labels[fast], other = labels[slow], fast = t[fast],
+      slow = t[slow], pct = 100 * (t[slow] - t[fast]) / t[slow] }
+  end
   for _, row in ipairs(kept) do
-    if diff ~= 0 and math.abs(row.diff) >= 0.01 * math.abs(diff) then
-      e.lines[#e.lines + 1] = string.format('%s %+.3f ms/step (%.0f%% of the gap)', row.label,
-        row.diff / 1e6, 100 * row.diff / diff)
+    if moved > 0 and row.moved >= 0.01 then
+      e.lines[#e.lines + 1] = string.format('%s %+.3f ms/step (%.0f%% of all movement)',
+        row.label, row.diff / 1e6, 100 * row.moved)
     end
   end
-  local oa = (ma.class and 0) or 0
-  for _, c in ipairs(ma.classes) do
-    oa = oa + ma.class[c.name].count
+  -- The host side of each: host wait and the idle causes, and whether it is launch-bound.
+  e.host = {}
+  for i, m in ipairs({ ma, mb }) do
+    local bound = (m.idle or 0) > 0.1 * m.window and (m.host_wait or 0) > 0.5 * m.idle
+    e.host[i] = { host_wait = m.host_wait or 0, idle = m.idle or 0, window = m.window,
+      launch_bound = bound, cause = m.cause }
   end
-  local ob = 0
-  for _, c in ipairs(mb.classes) do
-    ob = ob + mb.class[c.name].count
+  local n = {}
+  for i, m in ipairs({ ma, mb }) do
+    n[i] = 0
+    for _, c in ipairs(m.classes) do
+      n[i] = n[i] + m.class[c.name].count
+    end
   end
-  if oa > 0 and ob > 0 and (oa / ob > 2 or ob / oa > 2) then
-    e.warnings[#e.warnings + 1] = string.format('the two runs launch very different numbers of '
-      .. 'GPU ops per step (%.0f against %.0f): are they the same configuration?', oa, ob)
-  end
+  e.ops_per_step_a, e.ops_per_step_b = n[1], n[2]
   return e
 end
 
@@ -223,6 +243,9 @@ function M.summary(run)
       s.warnings[#s.warnings + 1] = w
     end
   end
+  for _, w in ipairs(run.warnings or {}) do
+    s.warnings[#s.warnings + 1] = w
+  end
   local m = run.mean
   if not m then
     return s
@@ -232,6 +255,12 @@ function M.summary(run)
     s[f .. '_ms'] = ms(m[f])
   end
   s.overlap = m.overlap
+  if m.cause then
+    s.idle_causes_ms = {}
+    for _, c in ipairs(idle.CAUSES) do
+      s.idle_causes_ms[c] = ms(m.cause[c])
+    end
+  end
   s.classes = {}
   for _, c in ipairs(m.classes) do
     local v = m.class[c.name]

@@ -7,5 +7,5 @@
 -- peaks loads what the peaks microbenchmark measured (docs/peaks.md).
 return require('tp').package('tp.analyse', {
   'results', 'efficiency', 'convergence', 'compare', 'compare_csv', 'audit', 'stack', 'trace',
-  'profiled', 'mlperf', 'peaks', 'ops',
+  'profiled', 'mlperf', 'peaks', 'ops', 'collectives',
 })

@@ -8,6 +8,7 @@
 local fs = require('tp.fs')
 local json = require('tp.json')
 local trace = require('tp.analyse.trace')
+local checks = require('tp.analyse._trace_checks')
 
 local M = {}
 
@@ -322,6 +323,23 @@ function M.mean(list, ids)
     end
   end
   out.top = gpu[1].top
+  -- Idle time per cause, over the summaries that have it (records written before it lack it).
+  local causes = {}
+  for _, s in ipairs(gpu) do
+    if type(s.idle_causes_ms) == 'table' then
+      causes[#causes + 1] = s.idle_causes_ms
+    end
+  end
+  if #causes > 0 then
+    out.idle_causes_ms = {}
+    for _, c in ipairs(trace.CAUSES) do
+      local v = 0
+      for _, x in ipairs(causes) do
+        v = v + (type(x[c]) == 'number' and x[c] or 0)
+      end
+      out.idle_causes_ms[c] = v / #causes
+    end
+  end
   return out
 end
 
@@ -331,12 +349,17 @@ local function brief(e)
   local rows = json.array()
   for i, r in ipairs(e.rows) do
     rows[i] = { key = r.key, label = r.label, kind = r.kind, a = r.a, b = r.b, diff = r.diff,
-      share = r.share }
+      share = r.share, moved = r.moved }
+  end
+  local host = json.array()
+  for i, x in ipairs(e.host or {}) do
+    host[i] = { host_wait = x.host_wait, idle = x.idle, window = x.window,
+      launch_bound = x.launch_bound, cause = x.cause }
   end
   return { unit = 'ns', labels = json.array({ e.labels[1], e.labels[2] }), step_a = e.step_a,
-    step_b = e.step_b, diff = e.diff, ratio = e.ratio, sum = e.sum, rows = rows,
-    overlap_a = e.overlap_a, overlap_b = e.overlap_b, lines = json.array(e.lines),
-    warnings = json.array(e.warnings) }
+    step_b = e.step_b, diff = e.diff, ratio = e.ratio, sum = e.sum, moved = e.moved,
+    faster = e.faster, sign = e.sign, host = host, rows = rows, overlap_a = e.overlap_a,
+    overlap_b = e.overlap_b, lines = json.array(e.lines), warnings = json.array(e.warnings) }
 end
 
 -- The groups of `set` by opts.by, the baseline first: {{value=, runs = {id...}}...}.
@@ -445,6 +468,21 @@ function M.section(set, cmp, opts)
       local a = first_trace(g, by_id, peaks)
       if a and a.ops then
         g.ops = M.ops_brief(a.ops)
+      end
+      -- Idle per cause: the summaries', else the traces' of its first run (older records).
+      g.idle = g.summary.idle_causes_ms
+      if not g.idle and a and a.mean and a.mean.cause then
+        g.idle = {}
+        for _, c in ipairs(trace.CAUSES) do
+          g.idle[c] = a.mean.cause[c] / 1e6
+        end
+      end
+      -- A logged step time far from the traced step: the traces may not be of this run.
+      for i, id in ipairs(g.runs) do
+        local w = checks.step_time(id, by_id[id].step_time, list[i].gpu and list[i].window_ms)
+        if w then
+          g.summary.warnings[#g.summary.warnings + 1] = w
+        end
       end
     end
     sec.groups[#sec.groups + 1] = g

@@ -9,8 +9,16 @@
 local json = require('tp.json')
 local rules = require('tp.analyse._trace_rules')
 local explain = require('tp.analyse._trace_explain')
+local idle = require('tp.analyse._trace_idle')
+local checks = require('tp.analyse._trace_checks')
 
 local M = {}
+
+--- The causes of idle time, in order (docs/trace.md, "Why the GPU is idle"), their labels and
+--- what each means.
+M.CAUSES = idle.CAUSES
+M.CAUSE_LABELS = idle.LABELS
+M.CAUSE_MEANING = idle.MEANING
 
 local ruleset = rules.new()
 
@@ -117,7 +125,12 @@ end
 --- print(a.mean.window / 1e6, 'ms per step', a.mean.idle / a.mean.window)
 --- ```
 ---@param path string
----@param opts? { top?: integer, ops?: boolean, step?: integer, peaks?: table[] }
+---@param opts? { top?: integer, ops?: boolean, step?: integer, peaks?: table[],
+---  collectives?: boolean }
+---  collectives: also `collectives`, each NCCL/RCCL op with its message size and bandwidth
+---  (tp.analyse._trace_comm; docs/collectives.md);
+---  gap: the latency threshold of the idle causes, ns (default 30 us: a queued gap shorter
+---  than this is launch latency; docs/trace.md "Why the GPU is idle");
 ---  top: kernels kept in `top` (default 20); ops: also the op table (`ops`, tp.analyse.ops;
 ---  docs/trace.md "Ops"); step: the op table of this profiler step only; peaks: measured peaks
 ---  (tp.analyse.peaks.load), the one of the trace's GPU is used
@@ -128,12 +141,16 @@ function M.open(path, opts)
   end
   opts = opts or {}
   for k in pairs(opts) do
-    if k ~= 'top' and k ~= 'ops' and k ~= 'step' and k ~= 'peaks' then
+    if k ~= 'top' and k ~= 'ops' and k ~= 'step' and k ~= 'peaks' and k ~= 'collectives'
+      and k ~= 'gap' then
       error('trace.open: unknown option ' .. tostring(k), 2)
     end
   end
   if opts.step ~= nil and math.type(opts.step) ~= 'integer' then
     error('trace.open: step must be an integer', 2)
+  end
+  if opts.gap ~= nil and (math.type(opts.gap) ~= 'integer' or opts.gap <= 0) then
+    error('trace.open: gap must be a positive integer (ns)', 2)
   end
   local top_n = opts.top or 20
   if math.type(top_n) ~= 'integer' or top_n < 0 then
@@ -156,7 +173,7 @@ function M.open(path, opts)
     class_of[i] = ruleset.index[n.class]
   end
   local b
-  b, err, code = tr:breakdown(class_of, kinds)
+  b, err, code = tr:breakdown(class_of, kinds, opts.gap and { gap = opts.gap } or nil)
   if not b then
     tr:close()
     return nil, err, code
@@ -165,6 +182,21 @@ function M.open(path, opts)
   local dist = decode_meta(meta.distributedInfo) or {}
   local devices = decode_meta(meta.deviceProperties)
   local op_table
+  local comm
+  if opts.collectives then
+    local list = tr:collectives()
+    if opts.step ~= nil then  -- the ops of that profiler step only
+      local kept = {}
+      for _, c in ipairs(list) do
+        if c.step == opts.step then
+          kept[#kept + 1] = c
+        end
+      end
+      list = kept
+    end
+    comm = require('tp.analyse._trace_comm').of_trace(list, names,
+      math.tointeger(dist.world_size))
+  end
   if opts.ops then
     op_table, err, code = M.ops_of(tr, names, b, devices, opts)
     if not op_table then
@@ -172,6 +204,7 @@ function M.open(path, opts)
       return nil, err, code
     end
   end
+  local cpu_steps = tr:steps()
   tr:close()
   local a = {
     path = path,
@@ -184,6 +217,7 @@ function M.open(path, opts)
     gpu = info.ops > 0,
     warnings = {},
     ops = op_table,
+    collectives = comm,
   }
   for i, c in ipairs(classes) do
     a.classes[i] = { name = c.name, kind = c.kind }
@@ -204,11 +238,23 @@ function M.open(path, opts)
     end
     s.class = cls
     s.comm_exposed = s.comm - s.comm_overlapped
+    if s.longest then
+      s.longest.name = names[s.longest.name].name
+    end
     a.steps[#a.steps + 1] = s
   end
   a.steady = steady_steps(a.steps)
   a.mean = mean_step(a.steady, classes)
   a.whole = b.whole
+  -- Why the GPU is idle: the mean causes, launches, queues, HTA's per-stream view.
+  a.idle = idle.summary(b, a.steady)
+  a.mean.cause = a.idle.causes
+  a.kernel_time = {}
+  for i, n in ipairs(names) do
+    if b.names[i].sum > 0 then
+      a.kernel_time[n.name] = (a.kernel_time[n.name] or 0) + b.names[i].sum
+    end
+  end
   -- Top kernels over the ops of the steps (count, total, mean, class).
   local top = {}
   for i, n in ipairs(names) do
@@ -237,6 +283,11 @@ function M.open(path, opts)
     if s.window > 0 and s.host_wait > 0.5 * s.idle and s.idle > 0.1 * s.window then
       a.cpu.launch_bound[#a.cpu.launch_bound + 1] = s.step
     end
+  end
+  -- The warnings that keep the figures from misleading (tp.analyse._trace_checks).
+  a.checks = checks.trace(a, cpu_steps)
+  for _, w in ipairs(a.checks) do
+    a.warnings[#a.warnings + 1] = w.message
   end
   return a
 end
@@ -299,8 +350,17 @@ function M.analyse(paths, opts)
     return (x.rank or math.maxinteger) < (y.rank or math.maxinteger)
   end)
   run.mean = explain.mean_of_ranks(run.ranks)
-  run.stragglers = explain.stragglers(run.ranks)
+  -- Files that are not the ranks of one run: said, and no stragglers among them.
+  run.checks, run.mixed = checks.run(run.ranks)
+  run.warnings = {}
+  for _, w in ipairs(run.checks) do
+    run.warnings[#run.warnings + 1] = w.message
+  end
+  run.stragglers = run.mixed and {} or explain.stragglers(run.ranks)
   run.gpu = run.mean ~= nil
+  if opts and opts.collectives then
+    run.collectives = require('tp.analyse._trace_comm').across(run.ranks)
+  end
   if opts and opts.ops then
     local tables = {}
     for _, a in ipairs(run.ranks) do
@@ -321,6 +381,13 @@ function M.explain(a, b, labels)
   local e, err = explain.explain(a, b, labels)
   if e and a.ops and b.ops then
     e.ops = require('tp.analyse.ops').compare(a.ops, b.ops, e.labels, e)
+  end
+  if e then
+    -- Not the same workload, one profiled step: said beside the explanation.
+    e.checks = checks.compare(a, b, e, e.labels)
+    for _, w in ipairs(e.checks) do
+      e.warnings[#e.warnings + 1] = w.message
+    end
   end
   return e, err
 end

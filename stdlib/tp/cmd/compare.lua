@@ -11,6 +11,7 @@ usage: tplua compare DIR|FILE... [--by KEY] [--baseline VALUE] [--json] [--csv F
                      [--metrics LIST] [--methodology NAME] [--price GROUP=USD]...
                      [--hardware GROUP=ID]... [--tokens N] [--convention C]
                      [--seed N] [--n-boot N] [--no-recursive] [--index]
+                     [--min-busbw GBPS@SIZE]... [--plot PATH]
 
 Loads every run record (tplua.run/2) and tprimat-era result file (train_*.json,
 benchmark_*.json) found in the DIRs (recursively) or named as FILEs, then prints:
@@ -34,6 +35,11 @@ benchmark_*.json) found in the DIRs (recursively) or named as FILEs, then prints
     best, the GPU-time against the full grid's (docs/search.md).
 Given MLPerf Training submission directories (results/<system>/<benchmark>/ of result_*.txt)
 instead, it prints what `tplua mlperf compare` prints for them (docs/mlperf.md).
+Given nccl-tests or rccl-tests results instead (their logs, or the records tplua extract and
+recipes/collectives.lua write), it sets busbw by message size side by side per collective,
+rank count and type, one column per platform, with a bootstrap CI over the repeated runs
+(docs/collectives.md); --min-busbw GBPS[@SIZE] is then a gate (exit 4 below it), --plot
+PATH (.png or .svg) draws busbw by size, all platforms on one chart.
 
 options:
   --by KEY             group runs by this field (default platform; e.g. framework, gbs)
@@ -60,17 +66,21 @@ options:
   --no-recursive       do not descend into subdirectories of DIR
   --index              keep a summary index (.tplua-results-index.json) in each DIR so that
                        loading it again decodes only the files that changed
+  --min-busbw GBPS[@SIZE]  collective results: exit 4 when a platform's busbw (at SIZE:
+                       8, 64K, 128M, 8G; else at its best size) is below GBPS (repeatable)
+  --plot PATH          collective results: draw busbw by message size (.png or .svg)
   -h, --help           show this help
 
 exit status: 0 when the comparison is valid, 3 when the audit found errors (everything is
-still printed), 1 when no run could be loaded, 2 on a usage error.
+still printed), 4 when a collective result is below --min-busbw, 1 when no run could be
+loaded, 2 on a usage error.
 ]]
 
 local SPEC = {
   by = 'string', baseline = 'string', json = 'boolean', csv = 'string', metrics = 'string',
   methodology = 'string', price = 'list', hardware = 'list', tokens = 'number',
   convention = 'string', seed = 'integer', n_boot = 'integer', no_recursive = 'boolean',
-  index = 'boolean', help = 'boolean',
+  index = 'boolean', help = 'boolean', min_busbw = 'list', plot = 'string',
 }
 
 local function usage_error(msg)
@@ -135,6 +145,52 @@ local function sorted_by_severity(list)
   return list
 end
 
+-- nccl-tests and rccl-tests results side by side (tp.analyse.collectives), the gates checked, the
+-- chart drawn; the exit status.
+local function compare_collectives(found, opts, gates)
+  local coll = require('tp.analyse.collectives')
+  local cmp = coll.compare(found.results, { seed = opts.seed, n_boot = opts.n_boot })
+  local verdicts = {}
+  local failed = false
+  for i, g in ipairs(gates) do
+    verdicts[i] = coll.gate(cmp, g)
+    failed = failed or not verdicts[i].ok
+  end
+  local present = require('tp.present.collectives')
+  if opts.plot then
+    local format = opts.plot:match('%.(%w+)$')
+    format = format and format:lower()
+    if format ~= 'png' and format ~= 'svg' then
+      return usage_error(string.format("option '--plot': %s must end in .png or .svg",
+        opts.plot))
+    end
+    local plot = require('tp.present.plot')
+    for i, tb in ipairs(cmp.tables) do
+      local chart = present.chart(tb)
+      local path = i == 1 and opts.plot or opts.plot:gsub('(%.%w+)$', '-' .. i .. '%1')
+      if chart then
+        local r, err = plot.render(chart, { format = format, path = path })
+        if not r then
+          io.stderr:write(string.format('tplua compare: --plot %s: %s\n', path, err))
+          return 1
+        end
+      end
+    end
+  end
+  if opts.json then
+    local json = require('tp.json')
+    io.stdout:write(json.encode({ schema = 'tplua.compare.collectives/1', comparison = cmp,
+      gates = json.array(verdicts), errors = json.array(found.errors),
+      exit_status = failed and 4 or 0 }, { pretty = true }), '\n')
+  else
+    io.stdout:write(present.compare_text(cmp, verdicts))
+    for _, e in ipairs(found.errors) do
+      io.stderr:write(string.format('tplua compare: %s\n', e))
+    end
+  end
+  return failed and 4 or 0
+end
+
 function M.run(args)
   local opts, inputs = cli.parse(args, SPEC)
   if not opts then
@@ -161,6 +217,33 @@ function M.run(args)
         .. 'or more of them and no run records')
     end
     return require('tp.cmd.mlperf').compare_main(inputs, opts, 'tplua compare')
+  end
+  -- nccl-tests and rccl-tests results: busbw side by side (docs/collectives.md).
+  local gates = {}
+  for _, g in ipairs(opts.min_busbw or {}) do
+    local gate, gerr = require('tp.analyse.collectives').parse_gate(g)
+    if not gate then
+      return usage_error("option '--min-busbw': " .. gerr)
+    end
+    gates[#gates + 1] = gate
+  end
+  local found = require('tp.analyse.collectives').find(inputs,
+    { recursive = not opts.no_recursive })
+  if #found.results > 0 and found.others == 0 then
+    local allowed = { json = true, seed = true, n_boot = true, min_busbw = true, plot = true,
+      no_recursive = true }
+    for k in pairs(opts) do
+      if not allowed[k] then
+        return usage_error(string.format("option '--%s' is not for nccl-tests or rccl-tests "
+          .. 'results (they take --json, --seed, --n-boot, --min-busbw, --plot, --no-recursive)',
+          (k:gsub('_', '-'))))
+      end
+    end
+    return compare_collectives(found, opts, gates)
+  end
+  if #gates > 0 or opts.plot then
+    return usage_error(string.format("'--min-busbw' and '--plot' are for nccl-tests or "
+      .. 'rccl-tests results; %s holds none', table.concat(inputs, ', ')))
   end
   if opts.csv == '' then
     return usage_error("option '--csv' needs a FILE (or - for standard output)")

@@ -19,6 +19,10 @@ builds its run record (schema tplua.run/2) and prints a summary: format, records
 steady-state window (MSER-5), step-time statistics over it, tokens/s = global batch x sequence
 length / mean step time, tokens/s/GPU, MFU (with --model and --gpu), loss first -> last, and
 the diagnostics.
+A LOG of nccl-tests or rccl-tests output (all_reduce_perf and the other *_perf programs,
+told apart by their header) becomes a record of kind collective_bench instead: each table's
+busbw and algbw per message size, each figure checked against the collective's bus factor
+(docs/collectives.md); --collective names the collective when the log does not.
 
 options:
   --format F      parse with this parser instead of detecting the format
@@ -28,6 +32,9 @@ options:
   --json OUT      write the run record to OUT (one LOG only), atomically
   --json-dir DIR  write DIR/<log name without extension>.json for each LOG (DIR is created)
   --quiet         print nothing but errors
+  --collective C  nccl-tests/rccl-tests output: the collective (all_reduce, all_gather,
+                  reduce_scatter, all_to_all, broadcast, reduce, send_recv) when the log, its
+                  command line and its file name do not say
   -h, --help      show this help
 
 the run's identity (written at the top level of each record; the log does not say it):
@@ -74,6 +81,7 @@ local SPEC = {
   run_id = 'string',
   experiment = 'string',
   precision = 'string',
+  collective = 'string',
 }
 
 -- The log formats each framework's runs print. Primus runs Megatron-LM or torchtitan as its
@@ -401,6 +409,76 @@ local function extract_one(path, opts, ident, digest)
   return rec, #rec.records > 0 and 0 or 1, log
 end
 
+-- Whether a LOG is nccl-tests or rccl-tests output (its first 64 KiB). Only a regular file is
+-- looked into: reading the start of a pipe or FIFO would take it from the log's parser.
+local function is_collectives_log(path)
+  local st = require('tp.fs').stat(path)
+  if not st or st.type ~= 'file' then
+    return false
+  end
+  local f = io.open(path, 'rb')
+  if not f then
+    return false
+  end
+  local head = f:read(65536) or ''
+  f:close()
+  return require('tp.parse.collectives').sniff(head)
+end
+
+-- Extracts a nccl-tests or rccl-tests LOG into a collective_bench record, prints its summary and
+-- writes it to `out` (atomically); returns the exit status.
+local function extract_collectives(path, opts, ident, out)
+  local pc = require('tp.parse.collectives')
+  if ident.framework then
+    io.stderr:write(string.format("tplua extract: option '--framework': %s is nccl-tests or "
+      .. 'rccl-tests output, not a training framework\'s log (record not written)\n', path))
+    return 2
+  end
+  local parsed, err = pc.parse(path, { collective = opts.collective })
+  if not parsed then
+    io.stderr:write(string.format('tplua extract: %s\n', err))
+    return 1
+  end
+  local sha = require('tp._digest').sha256_file(path)
+  local st = require('tp.fs').stat(path)
+  local rec = pc.record(parsed, { path = path, sha256 = sha, size_bytes = st and st.size,
+    platform = ident.platform, hardware = ident.hardware, run_id = ident.run_id,
+    experiment = ident.experiment, ['repeat'] = ident['repeat'] })
+  if not opts.quiet then
+    local w = io.stdout
+    for _, t in ipairs(rec.collectives.tests) do
+      local best, at = nil, nil
+      for _, r in ipairs(t.rows) do
+        local c = type(r.out) == 'table' and r.out or r['in']
+        if type(c) == 'table' and (not best or c.busbw > best) then
+          best, at = c.busbw, r.size
+        end
+      end
+      w:write(string.format('%s: %s %s over %s ranks%s, %s, %d sizes %d..%d B, busbw max %.2f '
+        .. 'GB/s at %d B, avg bus bandwidth %s, status %s\n', path, rec.collectives.tool,
+        t.collective, tostring(t.ranks), type(t.gpu) == 'string' and (' (' .. t.gpu .. ')') or '',
+        tostring(t.dtype), #t.rows, t.rows[1].size, t.rows[#t.rows].size, best or 0, at or 0,
+        tostring(t.avg_busbw), rec.status))
+      if type(t.checked) == 'number' then
+        w:write(string.format('  figures that fit %s\'s bus factor over %d ranks: %d of %d '
+          .. '(collective from the %s)\n', t.collective, t.ranks, t.consistent, t.checked,
+          t.collective_source))
+      end
+    end
+    for _, d in ipairs(rec.diagnostics) do
+      w:write(string.format('  %s %s: %s\n', d.severity, d.kind, d.message))
+    end
+  end
+  if out then
+    local ok, werr = require('tp.json').save_file(out, rec, { pretty = true, sort_keys = true })
+    if not ok then
+      io.stderr:write(string.format('tplua extract: %s\n', werr))
+      return 1
+    end
+  end
+  return 0
+end
+
 -- Writes the record to `out`, the log's SHA-256 awaited only when the source member is written
 -- (the members before it, the records among them, are written while it is computed).
 local function save_record(rec, log, out)
@@ -559,9 +637,18 @@ function M.run(args)
     end
   end
 
+  if opts.collective and not require('tp.parse.collectives').bus_factor(opts.collective, 2) then
+    return usage_error(string.format("option '--collective': unknown collective '%s' (%s)",
+      opts.collective, table.concat(require('tp.parse.collectives').KINDS, ', ')))
+  end
   local status = 0
   for i, path in ipairs(logs) do
     ident.run_id = ids and ids[i]
+    if is_collectives_log(path) then
+      local code = extract_collectives(path, opts, ident, outputs[i])
+      status = math.max(status, code)
+      goto continue
+    end
     -- The digest is computed only for a record that is written (the summary does not show it).
     local rec, code, log = extract_one(path, opts, ident, outputs[i] ~= nil)
     if rec then
@@ -582,6 +669,7 @@ function M.run(args)
     if code > status then
       status = code
     end
+    ::continue::
   end
   return status
 end

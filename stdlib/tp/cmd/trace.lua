@@ -7,10 +7,12 @@ local M = {}
 M.summary = 'break profiler traces down (idle, compute, communication, kernels) and explain gaps'
 
 M.usage = [[
-usage: tplua trace FILE|DIR... [--json] [--step N] [--top K] [--rules FILE]
+usage: tplua trace FILE|DIR... [--json] [--step N] [--top K] [--rules FILE] [--idle] [--gap US]
                   [--ops] [--roofline PATH] [--peaks FILE|DIR] [--models FILE]
-       tplua trace --compare A B [--label-a NAME] [--label-b NAME] [--json] [--top K]
+                  [--collectives]
+       tplua trace --compare A B [--label-a NAME] [--label-b NAME] [--json] [--top K] [--gap US]
                   [--rules FILE] [--roofline PATH] [--peaks FILE|DIR] [--models FILE]
+                  [--collectives]
 
 Reads profiler traces with the engine's streaming reader: PyTorch profiler traces (Kineto
 Chrome-trace JSON as torch.profiler writes it on CUDA and ROCm: .json, .json.gz,
@@ -43,6 +45,17 @@ options:
   --step N          this profiler step (ProfilerStep#N) only: its breakdown and its ops
   --top K           kernels and ops in the top lists (default 15)
   --ops             the op table (per op, shapes and dtype, against the GPU's limit)
+  --idle            why the GPU is idle: per step the idle time of each cause (the host late to
+                    launch, in a synchronisation or in the dataloader; launch latency; other),
+                    the launch figures (launch call against kernel time, launch delay, kernels
+                    shorter than their launch), each stream's queue, and HTA's per-stream view
+  --gap US          a gap whose op was already queued counts as launch latency when shorter
+                    than US microseconds (default 30, as HTA), else as other
+  --collectives     each NCCL/RCCL op with its message size, algbw and busbw, by collective
+                    and message size; across the ranks of a DIR, each collective matched
+                    (process group and sequence number), its latency, arrival skew and the
+                    rank that arrives last (docs/collectives.md); with --compare, busbw side
+                    by side
   --roofline PATH   draw the roofline of the ops (PATH.png or PATH.svg; both runs on one
                     chart with --compare); implies --ops
   --peaks FILE|DIR  measured peaks (a record of recipes/peaks.lua, or a directory of them):
@@ -66,14 +79,16 @@ them).
 
 examples:
   tplua trace rank0.pt.trace.json.gz --top 10
+  tplua trace rank0.pt.trace.json.gz --idle
   tplua trace rank0.pt.trace.json.gz --ops --top 20 --peaks results/peaks
   tplua trace --compare traces/h100 traces/mi300x --label-a H100 --label-b MI300X
   tplua trace --compare traces/h100 traces/mi300x --roofline roofline.svg
 ]]
 
-local SPEC = { json = 'boolean', step = 'integer', top = 'integer', compare = 'boolean',
+local SPEC = { idle = 'boolean', gap = 'number', json = 'boolean', step = 'integer',
+  top = 'integer', compare = 'boolean',
   label_a = 'string', label_b = 'string', rules = 'string', help = 'boolean', ops = 'boolean',
-  roofline = 'string', peaks = 'string', models = 'string' }
+  roofline = 'string', peaks = 'string', models = 'string', collectives = 'boolean' }
 
 local function usage_error(msg)
   return cli.usage_error('trace', msg, M.usage)
@@ -144,7 +159,8 @@ end
 -- step's breakdown.
 local function for_json(run, step)
   local out = { ranks = {}, errors = run.errors, stragglers = run.stragglers, mean = run.mean,
-    ops = ops_for_json(run.ops), step = step }
+    warnings = run.warnings, mixed = run.mixed or nil,
+    ops = ops_for_json(run.ops), step = step, collectives = run.collectives }
   for i, a in ipairs(run.ranks) do
     local steps = a.steps
     if step then
@@ -158,8 +174,8 @@ local function for_json(run, step)
     out.ranks[i] = { path = a.path, rank = a.rank, world_size = a.world_size,
       backend = a.backend, devices = a.devices, info = a.info, gpu = a.gpu,
       warnings = a.warnings, steps = steps, mean = not step and a.mean or nil, whole = a.whole,
-      top = a.top, cpu = a.cpu, classes = a.classes,
-      ops = #run.ranks > 1 and ops_for_json(a.ops) or nil }
+      top = a.top, cpu = a.cpu, classes = a.classes, idle = a.idle, checks = a.checks,
+      ops = #run.ranks > 1 and ops_for_json(a.ops) or nil, collectives = a.collectives }
   end
   return out
 end
@@ -237,6 +253,13 @@ function M.run(args)
   if not opts.compare and (opts.label_a or opts.label_b) then
     return usage_error('--label-a and --label-b go with --compare')
   end
+  if opts.gap and opts.gap <= 0 then
+    return usage_error('--gap must be a positive number of microseconds')
+  end
+  if opts.compare and opts.idle then
+    return usage_error('--idle goes with the traces of one run (with --compare, the '
+      .. 'explanation gives each side\'s idle causes)')
+  end
   if opts.compare and opts.step then
     return usage_error('--step goes with the traces of one run, not with --compare (the '
       .. 'explanation uses the mean of the steady steps of each side)')
@@ -270,7 +293,9 @@ function M.run(args)
   local json = require('tp.json')
   local present = require('tp.present.trace')
   local present_ops = require('tp.present.ops')
-  local aopts = { top = opts.top or 15, ops = want_ops or nil, peaks = peaks }
+  local aopts = { top = opts.top or 15, ops = want_ops or nil, peaks = peaks,
+    collectives = opts.collectives or nil,
+    gap = opts.gap and math.max(1, math.floor(opts.gap * 1e3 + 0.5)) or nil }
   if opts.compare then
     local runs = {}
     for i, arg in ipairs(inputs) do
@@ -301,17 +326,22 @@ function M.run(args)
     end
     if opts.json then
       local c = e.ops
-      io.stdout:write(json.encode({ explanation = { labels = e.labels, step_a = e.step_a,
-        step_b = e.step_b, diff = e.diff, ratio = e.ratio, sum = e.sum, rows = e.rows,
+      io.stdout:write(json.encode(present.json_doc({ explanation = { labels = e.labels,
+        step_a = e.step_a, step_b = e.step_b, diff = e.diff, ratio = e.ratio, sum = e.sum,
+        moved = e.moved, sign = e.sign, faster = e.faster, host = e.host, rows = e.rows,
         overlap_a = e.overlap_a, overlap_b = e.overlap_b, lines = e.lines,
-        warnings = e.warnings }, ops = c and { pairs = c.pairs, only_a = c.only_a,
-        only_b = c.only_b, classes = c.class_order, verdicts = c.verdicts,
+        warnings = e.warnings, checks = e.checks }, ops = c and { pairs = c.pairs,
+        only_a = c.only_a, only_b = c.only_b, classes = c.class_order, verdicts = c.verdicts,
         matched_a = c.matched_a, matched_b = c.matched_b } or nil,
-        a = for_json(runs[1]), b = for_json(runs[2]) }, { pretty = true }), '\n')
+        a = for_json(runs[1]), b = for_json(runs[2]) }), { pretty = true }), '\n')
     else
       io.stdout:write(present.explain_text(e))
       if e.ops then
         io.stdout:write('\n', present_ops.compare_text(e.ops, e, { top = opts.top }))
+      end
+      if opts.collectives then
+        io.stdout:write('\n', require('tp.present.collectives').trace_compare_text(runs[1],
+          runs[2], labels))
       end
     end
     return 0
@@ -361,11 +391,17 @@ function M.run(args)
     end
   end
   if opts.json then
-    io.stdout:write(json.encode(for_json(run, opts.step), { pretty = true }), '\n')
+    io.stdout:write(json.encode(present.json_doc(for_json(run, opts.step)), { pretty = true }),
+      '\n')
+  elseif opts.idle then
+    io.stdout:write(present.idle_text(run, { step = opts.step }))
   else
     io.stdout:write(present.run_text(run, { step = opts.step }))
     if run.ops then
       io.stdout:write('\n', present_ops.table_text(run.ops, { top = opts.top }))
+    end
+    if opts.collectives then
+      io.stdout:write('\n', require('tp.present.collectives').trace_text(run))
     end
   end
   for _, e in ipairs(run.errors) do

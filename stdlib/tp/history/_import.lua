@@ -108,10 +108,10 @@ end
 --- what the record does not say.
 ---@param run table
 ---@return table
-function M.series_of(run)
+function M.series_of(run, collective)
   local s = {
     platform = run.platform, gpu = gpu_of(run), framework = run.framework,
-    framework_version = framework_version(run), model = run.model,
+    framework_version = framework_version(run), model = run.model or collective,
     config_hash = M.config_hash(run), methodology = run.methodology,
   }
   s.key = table.concat({ key_part(s.platform), key_part(s.gpu),
@@ -173,6 +173,24 @@ function M.time_of(run, mtime)
   return times.iso(mtime), mtime, 'file mtime'
 end
 
+--- The collective a nccl-tests or rccl-tests record measured, with its type ('all_reduce float';
+--- docs/collectives.md): its series' model part, so that each collective has a series of its own.
+---@param run table
+---@param text string the record's JSON text
+---@return string|nil
+function M.collective_of(run, text)
+  if run.framework ~= 'nccl-tests' and run.framework ~= 'rccl-tests' then
+    return nil
+  end
+  local ok, doc = pcall(json.decode, text)
+  local t = ok and tbl(doc) and tbl(doc.collectives) and tbl(doc.collectives.tests)
+  t = t and tbl(t[1])
+  if not t or not str(t.collective) then
+    return nil
+  end
+  return t.collective .. (str(t.dtype) and (' ' .. t.dtype) or '')
+end
+
 --- The row of one loaded run whose file's text is `text`.
 ---@param run table a tp.analyse.results run
 ---@param text string
@@ -183,7 +201,7 @@ function M.row(run, text, st, path)
   local lo, hi = step_time_ci(run)
   local env = tbl(run.environment)
   return {
-    series = M.series_of(run),
+    series = M.series_of(run, M.collective_of(run, text)),
     sha256 = digest.sha256(text),
     run_id = run.run_id or fs.basename(path):gsub('%.json$', ''),
     time = iso, time_epoch = epoch, time_basis = basis,

@@ -3,5 +3,5 @@
 -- (docs/record.md); tp.parse.metrics holds the formulas every number is derived with (MFU,
 -- TFLOP/s, energy per token).
 return require('tp').package('tp.parse', {
-  'log', 'record', 'metrics', 'time',
+  'log', 'record', 'metrics', 'time', 'collectives',
 })

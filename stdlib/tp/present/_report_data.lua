@@ -104,6 +104,15 @@ function M.build(set, opts)
     end
     return nil, 'report: no runs to report on' .. why, 'ENODATA'
   end
+  -- nccl-tests and rccl-tests results (docs/collectives.md) get a section of their own, out of
+  -- the training comparison; a set of nothing else is a report of them alone.
+  local collectives, coll_ids = M.collectives_of(set, opts.seed)
+  local only_collectives = collectives ~= nil and #set.runs == #coll_ids
+  if collectives and not only_collectives then
+    set = set:where(function(r)
+      return not coll_ids[r]
+    end)
+  end
   local by = opts.by or 'platform'
   local copts = { by = by, baseline = opts.baseline, methodology = opts.methodology,
     seed = opts.seed, n_boot = opts.n_boot, level = opts.level, convention = opts.convention,
@@ -131,9 +140,11 @@ function M.build(set, opts)
     order[i] = gr.value
   end
   local findings = {}
-  add_findings(findings, 'audit', aud.findings)
-  add_findings(findings, 'loss', cv.findings)
-  add_findings(findings, 'statistics', cmp.warnings)
+  if not only_collectives then
+    add_findings(findings, 'audit', aud.findings)
+    add_findings(findings, 'loss', cv.findings)
+    add_findings(findings, 'statistics', cmp.warnings)
+  end
   for _, e in ipairs(set.errors or {}) do
     findings[#findings + 1] = { severity = 'warning', source = 'input', kind = 'unreadable',
       message = tostring(e.message) .. ' (left out)' }
@@ -159,7 +170,12 @@ function M.build(set, opts)
       verdict.reasons[#verdict.reasons + 1] = f.message
     end
   end
-  if #order < 2 then
+  if only_collectives then
+    verdict.status = 'collectives'
+    verdict.label = 'Collective benchmarks'
+    verdict.summary = string.format('%s of nccl-tests or rccl-tests: busbw by message size side '
+      .. 'by side below (no training run)', plural(#collectives.runs, 'result'))
+  elseif #order < 2 then
     verdict.status = 'single'
     verdict.label = 'Nothing to compare'
     verdict.summary = string.format('every run has %s = %s: a comparison needs two groups',
@@ -236,7 +252,32 @@ function M.build(set, opts)
     stack = stack.table(set, { by = by, order = order }),
     -- The profiled runs' trace analysis (nil when no run was profiled).
     profile = profiled.section(set, cmp, { peaks = opts.peaks }),
+    -- nccl-tests / rccl-tests results side by side (tp.analyse.collectives), or nil.
+    collectives = collectives,
   }
+end
+
+--- The nccl-tests and rccl-tests results among a set's runs (records of kind collective_bench,
+--- docs/collectives.md) set side by side (tp.analyse.collectives.compare), and the runs they are
+--- as a set {run = true} (with their count as its length); nil and {} when there are none.
+function M.collectives_of(set, seed)
+  local coll = require('tp.analyse.collectives')
+  local json = require('tp.json')
+  local found, ids = {}, {}
+  for _, r in ipairs(set.runs) do
+    if r.framework == 'nccl-tests' or r.framework == 'rccl-tests' then
+      local doc = json.load_file(r.path)
+      if coll.is_record(doc) then
+        found[#found + 1] = { path = r.path, record = doc }
+        ids[r] = true
+        ids[#ids + 1] = r
+      end
+    end
+  end
+  if #found == 0 then
+    return nil, {}
+  end
+  return coll.compare(found, { seed = seed }), ids
 end
 
 M.check_opts = check_opts

@@ -287,6 +287,22 @@ function M.html(model, plots, svgs)
     add(profile_part.html(model, plots, svgs, esc, html_table))
   end
 
+  -- nccl-tests and rccl-tests results side by side.
+  if model.collectives then
+    add('<section id="collectives"><h2>Collectives</h2>')
+    local pc = require('tp.present.collectives')
+    for _, tb in ipairs(model.collectives.tables) do
+      local title, head, crows = pc.table_rows(model.collectives, tb)
+      local numeric = {}
+      for j = 2, #head do
+        numeric[j] = true
+      end
+      add('<h3>' .. esc(title) .. '</h3>')
+      add(html_table(head, crows, numeric))
+    end
+    add('</section>')
+  end
+
   -- What a configuration search decided, rung by rung.
   if #(model.searches or {}) > 0 then
     add('<section id="search"><h2>Search</h2>')

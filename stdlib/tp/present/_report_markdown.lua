@@ -117,6 +117,16 @@ function M.markdown(model, plots)
   for _, l in ipairs(profile_part.markdown(model, plots, md_text)) do
     add(l)
   end
+  if model.collectives then
+    add('## Collectives')
+    add()
+    add('nccl-tests and rccl-tests results side by side (docs/collectives.md).')
+    add()
+    for l in require('tp.present.collectives').markdown(model.collectives):gmatch('([^\n]*)\n?')
+    do
+      add(l)
+    end
+  end
   if #(model.searches or {}) > 0 then
     add('## Search')
     add()

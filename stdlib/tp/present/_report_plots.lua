@@ -270,6 +270,11 @@ function BUILDERS.profile(ctx)
   return profile_part.chart(ctx.profile(), ctx.by)
 end
 
+-- Why each group's GPU is idle, from the profiled runs' traces (stacked bars of the causes).
+function BUILDERS.idle(ctx)
+  return profile_part.idle_chart(ctx.profile(), ctx.by)
+end
+
 -- Each profiled op against its GPU's roofline (points under ceilings, log-log).
 function BUILDERS.roofline(ctx)
   return profile_part.roofline(ctx.profile())
@@ -277,15 +282,30 @@ end
 
 local TITLES = { throughput = 'Throughput per GPU', step_time = 'Step-time distributions',
   loss = 'Loss curves', memory = 'Memory', mfu = 'Model FLOPs utilisation',
-  lr = 'Learning rate', profile = profile_part.TITLE, roofline = profile_part.ROOFLINE_TITLE }
+  lr = 'Learning rate', profile = profile_part.TITLE, roofline = profile_part.ROOFLINE_TITLE,
+  idle = profile_part.IDLE_TITLE,
+  collectives = 'Collective bandwidth (busbw by message size)' }
+
+-- nccl-tests / rccl-tests results: busbw by message size, every platform on one chart
+-- (tp.present.collectives; docs/collectives.md).
+function BUILDERS.collectives(ctx)
+  local cmp = ctx.collectives and ctx.collectives()
+  local chart = cmp and require('tp.present.collectives').chart_all(cmp)
+  if not chart then
+    return { missing = 'no nccl-tests or rccl-tests result' }
+  end
+  return { chart = chart, caption = 'busbw (GB/s) against the message size (log scale), the '
+    .. 'mean over the runs of each platform; dashed: the bounds of its confidence interval' }
+end
 
 -- The charts the report's profile section shows, not its Plots section.
-local PROFILE_CHARTS = { profile = true, roofline = true }
+local PROFILE_CHARTS = { profile = true, roofline = true, idle = true }
 
 
---- The chart names `chart` knows: the report's plots (tp.report.PLOTS), 'lr', 'profile' and
---- 'roofline' (a report draws those two when runs were profiled).
-M.CHARTS = { 'throughput', 'step_time', 'loss', 'memory', 'mfu', 'lr', 'profile', 'roofline' }
+--- The chart names `chart` knows: the report's plots (tp.report.PLOTS), 'lr', 'profile',
+--- 'roofline' and 'idle' (a report draws those three when runs were profiled).
+M.CHARTS = { 'throughput', 'step_time', 'loss', 'memory', 'mfu', 'lr', 'profile', 'roofline',
+  'idle' }
 
 local function make_ctx(set, by, order, cmp_fn, level, convention, hw, profile_fn)
   local idx, cats = {}, {}
@@ -323,11 +343,14 @@ function M.charts(model)
   end, model.level, model.compare.settings.convention, model.hardware, function()
     return model.profile
   end)
+  ctx.collectives = function()
+    return model.collectives
+  end
   local out = {}
   for _, name in ipairs(base.PLOTS) do
     out[#out + 1] = entry(ctx, name)
   end
-  for _, name in ipairs({ 'profile', 'roofline' }) do
+  for _, name in ipairs({ 'profile', 'idle', 'roofline', 'collectives' }) do
     local p = entry(ctx, name)
     if not p.missing then
       out[#out + 1] = p

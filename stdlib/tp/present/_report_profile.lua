@@ -14,6 +14,7 @@ local ops_html
 
 M.TITLE = 'Where the step time goes (profiler traces)'
 M.ROOFLINE_TITLE = 'Each op against its GPU\'s limits (roofline)'
+M.IDLE_TITLE = 'Why the GPU is idle (profiler traces)'
 
 local IDLE_COLOR = '#c7c7c7'
 
@@ -72,6 +73,48 @@ function M.chart(sec, by)
       ylabel = 'ms per step', categories = cats, series = series } }
 end
 
+-- One colour per idle cause, fixed so that a cause keeps its colour across reports.
+local CAUSE_COLORS = { host = '#d62728', sync = '#9467bd', dataloader = '#8c564b',
+  latency = '#ff7f0e', other = IDLE_COLOR }
+
+--- The chart of why the GPU is idle: one stacked bar per group with GPU traces, its idle time
+--- per step split by cause (ms; they add up to the group's idle). Returns {caption=, chart=} or
+--- {missing = why}.
+---@param sec? table tp.analyse.profiled.section's
+---@param by string
+---@return table
+function M.idle_chart(sec, by)
+  local groups = {}
+  for _, g in ipairs(gpu_groups(sec)) do
+    if g.idle then
+      groups[#groups + 1] = g
+    end
+  end
+  if #groups == 0 then
+    return { missing = sec and 'no profiled run has GPU ops in its traces' or 'no run was '
+      .. 'profiled' }
+  end
+  local cats, series = {}, {}
+  for i, g in ipairs(groups) do
+    cats[i] = tostring(g.value)
+  end
+  for _, c in ipairs(trace.CAUSES) do
+    local values = {}
+    for i, g in ipairs(groups) do
+      values[i] = g.idle[c] or 0
+    end
+    series[#series + 1] = { title = trace.CAUSE_LABELS[c], values = values,
+      color = CAUSE_COLORS[c] }
+  end
+  return { caption = string.format('Idle GPU time per step of each %s\'s profiled runs, split '
+    .. 'by cause, stacked (ms): host launch (the next op\'s launch call started after the GPU '
+    .. 'went idle), synchronisation and dataloader (the same, while the host was blocked in a '
+    .. 'synchronisation or ran the dataloader), launch latency (the op was already queued, a '
+    .. 'short gap), other. docs/trace.md, "Why the GPU is idle".', by),
+    chart = { kind = 'bars', stacked = true, title = 'GPU idle time per step by cause (ms)',
+      ylabel = 'ms per step', categories = cats, series = series } }
+end
+
 --- The roofline chart of a profile section: each group's ops (the op table of its first run
 --- with GPU traces) at (FLOPs per byte, TFLOP/s) under its GPU's ceiling, on one chart. Returns
 --- {caption=, chart=} or {missing = why}.
@@ -124,6 +167,12 @@ local function notes(sec)
   for _, g in ipairs(sec.groups) do
     for _, w in ipairs(g.summary and g.summary.warnings or {}) do
       out[#out + 1] = 'Warning: ' .. w
+    end
+  end
+  for _, x in ipairs(sec.explanations) do
+    for _, w in ipairs(x.explanation and x.explanation.warnings or {}) do
+      out[#out + 1] = string.format('Warning (%s against %s): %s', tostring(x.group),
+        tostring(x.baseline), w)
     end
   end
   return out
@@ -184,6 +233,17 @@ function M.markdown(model, plots, md_text)
     L[#L + 1] = 'Not drawn: ' .. md_text(p.error or 'plots were not rendered') .. '.'
   end
   L[#L + 1] = ''
+  local ic = M.idle_chart(sec, model.by)
+  local ip = plots.idle or {}
+  if not ic.missing and ip.png then
+    L[#L + 1] = string.format('![%s](%s)', md_text(M.IDLE_TITLE), ip.png)
+    L[#L + 1] = ''
+    L[#L + 1] = md_text(ic.caption) .. (ip.svg and string.format(' ([SVG](%s))', ip.svg) or '')
+    L[#L + 1] = ''
+  elseif not ic.missing then
+    L[#L + 1] = 'Idle causes not drawn: ' .. md_text(ip.error or 'plots were not rendered') .. '.'
+    L[#L + 1] = ''
+  end
   for _, l in ipairs(M.ops_markdown(model, plots, md_text)) do
     L[#L + 1] = l
   end
@@ -369,18 +429,18 @@ function M.html(model, plots, svgs, esc, html_table)
   for _, x in ipairs(sec.explanations) do
     local e = x.explanation
     if e then
-      H[#H + 1] = string.format('<h3>Why %s and %s differ</h3><p>Step %s ms against %s ms ' ..
-        '(%+.3f ms, %s).</p>', esc(e.labels[2]), esc(e.labels[1]), ns_ms(e.step_b),
-        ns_ms(e.step_a), e.diff / 1e6, e.ratio and string.format('%.3fx', e.ratio) or '-')
+      H[#H + 1] = string.format('<h3>Why %s and %s differ</h3><p>%s.</p><p class="missing">%s.'
+        .. '</p>', esc(e.labels[2]), esc(e.labels[1]), esc(present_trace.faster_text(e)),
+        esc(present_trace.sign_text(e)))
       local erows = {}
       for i, r in ipairs(e.rows) do
         erows[i] = { r.label, ns_ms(r.a), ns_ms(r.b), string.format('%+.3f', r.diff / 1e6),
-          r.share and string.format('%.0f%%', 100 * r.share) or '-' }
+          r.moved and string.format('%.0f%%', 100 * r.moved) or '-' }
       end
       erows[#erows + 1] = { 'step (sum of the rows)', ns_ms(e.step_a), ns_ms(e.step_b),
-        string.format('%+.3f', e.sum / 1e6), '100%' }
+        string.format('%+.3f', e.sum / 1e6), '' }
       H[#H + 1] = html_table({ 'ms per step', e.labels[1], e.labels[2], 'difference',
-        'of the gap' }, erows, { false, true, true, true, true })
+        'of all movement' }, erows, { false, true, true, true, true })
     end
   end
   H[#H + 1] = '<ul class="reasons">'
@@ -405,6 +465,10 @@ function M.html(model, plots, svgs, esc, html_table)
   else
     H[#H + 1] = '<p class="missing">Not drawn: ' .. esc(p.error or 'plots were not rendered') ..
       '.</p>'
+  end
+  local ic = M.idle_chart(sec, model.by)
+  if not ic.missing then
+    H[#H + 1] = figure(svgs.idle, plots.idle or {}, ic.caption, esc)
   end
   H[#H + 1] = ops_html(sec, plots, svgs, esc, html_table)
   H[#H + 1] = '</section>'

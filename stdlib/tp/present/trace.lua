@@ -146,6 +146,12 @@ function M.analysis_text(a, opts)
     out[#out + 1] = string.format('  whole trace as HTA takes it (%d ops): span %s ms, idle %s, '
       .. 'compute %s, non-compute %s', w.ops, ms(w.span), pct(w.idle, w.span),
       pct(w.compute, w.span), pct(w.non_compute, w.span))
+    local r = w.rounded
+    if r and (r.syncs or 0) > 0 then
+      out[#out + 1] = string.format('  HTA also counts %d cuda_sync rows as GPU rows (tplua does '
+        .. 'not: they are waits, not work): its span %s ms, idle %s (microseconds, as HTA '
+        .. 'rounds)', r.syncs, ms(r.span), pct(r.idle, r.span))
+    end
   end
   return table.concat(out, '\n') .. '\n'
 end
@@ -159,7 +165,13 @@ function M.run_text(run, opts)
   for _, e in ipairs(run.errors) do
     parts[#parts + 1] = 'error: ' .. e .. '\n'
   end
-  if #run.ranks > 1 then
+  for _, w in ipairs(run.warnings or {}) do
+    parts[#parts + 1] = 'warning: ' .. w .. '\n'
+  end
+  if run.mixed then
+    parts[#parts + 1] = string.format('ranks: %d files, not the ranks of one run (above): no '
+      .. 'stragglers looked for\n', #run.ranks)
+  elseif #run.ranks > 1 then
     local out = {}
     if #run.stragglers == 0 then
       out[#out + 1] = string.format('ranks: %d; no straggler (idle and exposed communication '
@@ -175,24 +187,94 @@ function M.run_text(run, opts)
   return table.concat(parts, '\n')
 end
 
+--- The text of why the GPU is idle in a run's traces (tplua trace --idle): per rank and step
+--- the idle time of each cause, launch figures, each stream's queue and HTA's per-stream view.
+---@param run table tp.analyse.trace.analyse's
+---@param opts? { step?: integer }
+---@return string
+function M.idle_text(run, opts)
+  return require('tp.present._trace_idle').run_text(run, opts)
+end
+
+--- The JSON document of `tplua trace --json` made from its tables (`doc`, changed in place): the
+--- schema and time unit named, every time an integer number of ns, every list an array even
+--- when empty (docs/trace.md, "JSON output").
+---@param doc table
+---@return table doc
+function M.json_doc(doc)
+  return require('tp.present._trace_json').doc(doc)
+end
+
+--- The sentence that says which side of an explanation is faster ('MI300X 10.5% faster per
+--- step: 3.496 vs 3.908 ms'), from its `faster` (tp.analyse.trace.explain); works on the
+--- record's brief too.
+function M.faster_text(e)
+  local f = e.faster
+  if not f then
+    return string.format('%s and %s take the same time per step: %s ms', e.labels[1],
+      e.labels[2], ms(e.step_a))
+  end
+  return string.format('%s %.1f%% faster per step: %s vs %s ms', f.label, f.pct, ms(f.fast),
+    ms(f.slow))
+end
+
+--- How to read the difference column, in words.
+function M.sign_text(e)
+  return string.format('difference = %s - %s, ms per step: negative where %s spends less time, '
+    .. 'positive where it spends more; "of all movement": the row\'s share of the sum of every '
+    .. '|difference| (%s ms), so rows moving in opposite directions stay readable', e.labels[2],
+    e.labels[1], e.labels[2], ms(e.moved))
+end
+
+local function host_side(label, h)
+  if not h or not h.window then
+    return label .. ' -'
+  end
+  return string.format('%s waited %s ms/step for launches (%s of idle%s)', label, ms(h.host_wait),
+    pct(h.host_wait, h.idle), h.launch_bound and ', launch-bound' or '')
+end
+
+local function causes_side(label, c)
+  if not c then
+    return label .. ' -'
+  end
+  local trace = require('tp.analyse.trace')
+  local parts = {}
+  for _, k in ipairs(trace.CAUSES) do
+    if (c[k] or 0) >= 0.5e3 then  -- half a microsecond per step and more
+      parts[#parts + 1] = string.format('%s %s', trace.CAUSE_LABELS[k], ms(c[k]))
+    end
+  end
+  return label .. ' ' .. (#parts > 0 and table.concat(parts, ', ') or 'none')
+end
+
 --- The text of an explanation (tp.analyse.trace.explain).
 function M.explain_text(e)
   local out = {}
   local la, lb = e.labels[1], e.labels[2]
-  out[#out + 1] = string.format('why %s and %s differ: step %s ms against %s ms, %s ms/step '
-    .. '(%s)', lb, la, ms(e.step_b), ms(e.step_a), string.format('%+.3f', e.diff / 1e6),
-    e.ratio and string.format('%.3fx', e.ratio) or '-')
+  out[#out + 1] = string.format('why %s and %s differ: %s', lb, la, M.faster_text(e))
+  out[#out + 1] = string.format('  columns: %s (A), %s (B); %s', la, lb, M.sign_text(e))
   local rows = {}
   for _, r in ipairs(e.rows) do
     rows[#rows + 1] = { r.label, ms(r.a), ms(r.b), string.format('%+.3f', r.diff / 1e6),
-      r.share and string.format('%.0f%%', 100 * r.share) or '-' }
+      r.moved and string.format('%.0f%%', 100 * r.moved) or '-' }
   end
   rows[#rows + 1] = { 'step (sum of the rows)', ms(e.step_a), ms(e.step_b),
-    string.format('%+.3f', e.sum / 1e6), e.diff ~= 0 and '100%' or '-' }
-  table_text(out, { 'ms per step', la, lb, 'difference', 'of the gap' }, rows)
+    string.format('%+.3f', e.sum / 1e6), '' }
+  table_text(out, { 'ms per step', la, lb, 'difference', 'of all movement' }, rows)
   out[#out + 1] = string.format('  communication hidden behind compute: %s %s, %s %s', la,
     e.overlap_a and string.format('%.0f%%', 100 * e.overlap_a) or '-', lb,
     e.overlap_b and string.format('%.0f%%', 100 * e.overlap_b) or '-')
+  if e.host then
+    out[#out + 1] = string.format('  host: %s; %s', host_side(la, e.host[1]),
+      host_side(lb, e.host[2]))
+    if e.host[1].launch_bound and e.host[2].launch_bound then
+      out[#out + 1] = '  both are launch-bound: the GPU mostly waits for the host, so the step '
+        .. 'time says more about the host (CPU, launch overhead) than about the GPUs'
+    end
+    out[#out + 1] = string.format('  idle by cause (ms/step): %s; %s', causes_side(la,
+      e.host[1].cause), causes_side(lb, e.host[2].cause))
+  end
   if #e.lines > 0 then
     out[#out + 1] = '  largest contributors: ' .. table.concat(e.lines, '; ', 1,
       math.min(3, #e.lines))
@@ -244,18 +326,18 @@ function M.markdown(entries, explanations)
   for _, x in ipairs(explanations or {}) do
     local e = x.explanation
     out[#out + 1] = ''
-    out[#out + 1] = string.format('Why %s and %s differ: step %s ms against %s ms (%+.3f ms, '
-      .. '%s).', md_escape(e.labels[2]), md_escape(e.labels[1]), ms(e.step_b), ms(e.step_a),
-      e.diff / 1e6, e.ratio and string.format('%.3fx', e.ratio) or '-')
+    out[#out + 1] = string.format('Why %s and %s differ: %s. Sides: %s (A), %s (B); %s.',
+      md_escape(e.labels[2]), md_escape(e.labels[1]), md_escape(M.faster_text(e)),
+      md_escape(e.labels[1]), md_escape(e.labels[2]), md_escape(M.sign_text(e)))
     out[#out + 1] = ''
-    out[#out + 1] = string.format('| ms per step | %s | %s | difference | of the gap |',
+    out[#out + 1] = string.format('| ms per step | %s | %s | difference | of all movement |',
       md_escape(e.labels[1]), md_escape(e.labels[2]))
     out[#out + 1] = '|---|---:|---:|---:|---:|'
     for _, r in ipairs(e.rows) do
       out[#out + 1] = string.format('| %s | %s | %s | %+.3f | %s |', md_escape(r.label), ms(r.a),
-        ms(r.b), r.diff / 1e6, r.share and string.format('%.0f%%', 100 * r.share) or '-')
+        ms(r.b), r.diff / 1e6, r.moved and string.format('%.0f%%', 100 * r.moved) or '-')
     end
-    out[#out + 1] = string.format('| step (sum of the rows) | %s | %s | %+.3f | 100%% |',
+    out[#out + 1] = string.format('| step (sum of the rows) | %s | %s | %+.3f | |',
       ms(e.step_a), ms(e.step_b), e.sum / 1e6)
   end
   return table.concat(out, '\n') .. '\n'
