@@ -568,6 +568,23 @@ double tp_stats_t_quantile(double p, double df) {
   // p below about 1e-17 (and lose digits well before).
   double sign = p < 0.5 ? -1.0 : 1.0;
   double target = 2.0 * (p < 0.5 ? p : 1.0 - p);
+  if (df > 1e7) {
+    // The incomplete beta loses its digits for a huge df (and none is left at infinity): the
+    // normal quantile with the first Cornish-Fisher term, z + (z^3 + z) / (4 df), whose next
+    // term is of order 1/df^2 (Abramowitz & Stegun 26.7.5).
+    double zlo = 0.0;
+    double zhi = 40.0;
+    for (int i = 0; i < 200 && zhi - zlo > 1e-15 * zhi; i++) {
+      double mid = 0.5 * (zlo + zhi);
+      if (2.0 * tp_stats_normal_sf(mid) > target) {
+        zlo = mid;
+      } else {
+        zhi = mid;
+      }
+    }
+    double z = 0.5 * (zlo + zhi);
+    return sign * (isinf(df) ? z : z + (z * z * z + z) / (4.0 * df));
+  }
   double lo = 0.0;
   double hi = 1.0;
   while (tp_stats_t_p2(hi, df) > target && hi < 1e300) {

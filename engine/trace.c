@@ -12,6 +12,7 @@
 #include "trace_coll.h"
 #include "trace_cpu.h"
 #include "trace_idle.h"
+#include "trace_mem.h"
 #include "trace_nsys.h"
 #include "trace_read.h"
 #include "trace_rocprof.h"
@@ -47,6 +48,7 @@ static int read_from(TpTraceSrc *src, const char *label, const char *path, TpTra
     return tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
   }
   int rc = parse_any(src, path, t, err);
+  tp_trace_cpu_drop_times(t);  // every memory event is taken: the ranges' times may go
   if (rc == 0) {
     t->compressed = tp_trace_src_compressed(src);
     if (tp_trace_src_truncated(src) && !t->truncated) {
@@ -56,7 +58,8 @@ static int read_from(TpTraceSrc *src, const char *label, const char *path, TpTra
                     "%s: the gzip stream ends early, at compressed byte %llu (decompressed %llu)",
                     label, at, (unsigned long long)t->bytes);
     }
-    if (tp_trace_finish(t) != 0 || tp_trace_cpu_finish(t) != 0 || tp_trace_coll_finish(t) != 0) {
+    if (tp_trace_finish(t) != 0 || tp_trace_cpu_finish(t) != 0 || tp_trace_coll_finish(t) != 0 ||
+        tp_trace_mem_finish(t) != 0) {
       rc = tp_error_set(err, TP_ENOMEM, "%s: out of memory", label);
     }
   }
@@ -88,6 +91,7 @@ int tp_trace_read_mem(const char *label, const void *data, size_t n, TpTrace **o
 }
 
 void tp_trace_free(TpTrace *t) {
+  tp_trace_mem_free(t);
   tp_trace_cpu_free(t);
   tp_trace_coll_free(t);
   tp_trace_store_free(t);
@@ -108,19 +112,23 @@ static int cmp_op(const void *a, const void *b) {
   return (x->ts > y->ts) - (x->ts < y->ts);
 }
 
-// Sorts the ops by start time, once.
-static void sort_ops(TpTrace *t) {
+// Sorts the ops by start time, once (stably, in place: tp_trace_store_sort).
+static int sort_ops(TpTrace *t) {
   TpTraceStore *pv = t->priv;
   if (!pv->ops_sorted) {
-    if (t->nops > 1) {  // t->ops is NULL with no op
-      qsort(t->ops, t->nops, sizeof(TpTraceOp), cmp_op);
+    if (tp_trace_store_sort(t->ops, t->nops, sizeof(TpTraceOp), cmp_op) != 0) {
+      return TP_ENOMEM;
     }
     pv->ops_sorted = true;
   }
+  return 0;
 }
 
 int tp_trace_ops(TpTrace *t, const uint8_t *wanted, uint32_t step, TpTraceOps *out, TpError *err) {
-  sort_ops(t);
+  if (sort_ops(t) != 0) {
+    memset(out, 0, sizeof(*out));
+    return tp_error_set(err, TP_ENOMEM, "%s: out of memory", t->path);
+  }
   return tp_trace_cpu_ops(t, wanted, step, out, err);
 }
 
@@ -130,6 +138,38 @@ void tp_trace_ops_free(TpTraceOps *o) {
 
 const TpTraceColl *tp_trace_collectives(const TpTrace *t, size_t *n) {
   return tp_trace_coll_list(t, n);
+}
+
+int tp_trace_read_text(const char *path, size_t max, TpBuf *out, bool *truncated, TpError *err) {
+  TpTraceSrc *src = NULL;
+  *truncated = false;
+  int rc = tp_trace_src_file(path, &src, err);
+  if (rc != 0) {
+    return rc;
+  }
+  for (;;) {
+    const unsigned char *p = NULL;
+    size_t n = 0;
+    rc = tp_trace_src_next(src, &p, &n, err);
+    if (rc <= 0) {
+      break;
+    }
+    if (out->len + n > max) {
+      rc = tp_error_set(err, TP_ELIMIT, "%s: over %zu bytes once decompressed", path, max);
+      break;
+    }
+    if (tp_buf_append(out, p, n) != 0) {
+      rc = tp_error_set(err, TP_ENOMEM, "%s: out of memory", path);
+      break;
+    }
+  }
+  *truncated = rc == 0 && tp_trace_src_truncated(src);
+  tp_trace_src_free(src);
+  return rc < 0 ? rc : 0;
+}
+
+const TpTraceMem *tp_trace_memory(const TpTrace *t) {
+  return tp_trace_mem_get(t);
 }
 
 const char *tp_trace_coll_text(const TpTrace *t, uint32_t id, size_t *len) {
@@ -426,7 +466,9 @@ int tp_trace_breakdown_with(TpTrace *t, const uint8_t *class_of, const uint8_t *
                           class_of[n] + 1u, nclasses);
     }
   }
-  sort_ops(t);
+  if (sort_ops(t) != 0) {
+    return tp_error_set(err, TP_ENOMEM, "%s: out of memory", t->path);
+  }
   out->nclasses = nclasses;
   out->gap = gap;
   out->name_count = calloc(t->nnames + 1, sizeof(uint64_t));

@@ -22,6 +22,12 @@ int tp_trace_read(const char *path, TpTrace **out, TpError *err);
 /// Reads a trace from memory (the fuzz target and the unit tests). `label` names it in messages.
 int tp_trace_read_mem(const char *label, const void *data, size_t n, TpTrace **out, TpError *err);
 
+/// Reads a whole file, plain or gzip (inflated), into `out` (appended; the caller frees it with
+/// tp_buf_free): a companion of a trace such as PyTorch's memory-timeline export. *truncated says
+/// a gzip stream ended early. Returns 0, or -errno, TP_EPARSE (damaged gzip), TP_ELIMIT (over
+/// `max` bytes once inflated), TP_ENOMEM with `err` naming the file.
+int tp_trace_read_text(const char *path, size_t max, TpBuf *out, bool *truncated, TpError *err);
+
 /// Frees a trace (NULL is fine).
 void tp_trace_free(TpTrace *t);
 
@@ -69,3 +75,10 @@ const TpTraceColl *tp_trace_collectives(const TpTrace *t, size_t *n);
 /// The text of a collective's interned field (TpTraceColl.coll, dtype, pg, ranks): "" for 0.
 /// *len (when not NULL) gets its length.
 const char *tp_trace_coll_text(const TpTrace *t, uint32_t id, size_t *len);
+
+/// The memory figures of a read trace, from the profiler's `[memory]` events (docs/memory.md):
+/// per device the allocated and reserved curves, their peaks and what was live at the peak by
+/// category, per (step, device) and per (op, device) what was allocated, freed, held and
+/// short-lived. All zero (no device) for a trace without memory events. Lives as long as the
+/// trace.
+const TpTraceMem *tp_trace_memory(const TpTrace *t);

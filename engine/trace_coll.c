@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashidx.h"
 #include "trace_store.h"
 
 // A record_param_comms range while the trace is read.
@@ -97,40 +98,8 @@ bool tp_trace_coll_name(const char *name, size_t len) {
          lower(name[3]) == 'l';
 }
 
-static uint64_t hash_text(const char *p, size_t n) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)p[i];
-    h *= 1099511628211ULL;
-  }
-  return h ^ (n * 0x9E3779B97F4A7C15ULL);
-}
-
 static bool rehash(Store *s) {
-  size_t nc = s->slots_cap ? s->slots_cap * 2 : 64;
-  uint32_t *slots = calloc(nc, sizeof(*slots));
-  uint64_t *hashes = calloc(nc, sizeof(*hashes));
-  if (!slots || !hashes) {
-    free(slots);
-    free(hashes);
-    return false;
-  }
-  for (size_t i = 0; i < s->slots_cap; i++) {
-    if (s->slots[i]) {
-      size_t j = s->slot_hash[i] & (nc - 1);
-      while (slots[j]) {
-        j = (j + 1) & (nc - 1);
-      }
-      slots[j] = s->slots[i];
-      hashes[j] = s->slot_hash[i];
-    }
-  }
-  free(s->slots);
-  free(s->slot_hash);
-  s->slots = slots;
-  s->slot_hash = hashes;
-  s->slots_cap = nc;
-  return true;
+  return tp_hashidx_grow(&s->slot_hash, &s->slots, &s->slots_cap, 64, NULL);
 }
 
 // The id of a text (1-based; added when new), 0 for none (NULL), UINT32_MAX when out of memory.
@@ -141,7 +110,7 @@ static uint32_t intern(TpTrace *t, Store *s, const char *p, size_t n) {
   if ((s->ntext + 1) * 2 > s->slots_cap && !rehash(s)) {
     return UINT32_MAX;
   }
-  uint64_t h = hash_text(p, n);
+  uint64_t h = tp_hash_bytes(p, n);
   size_t j = h & (s->slots_cap - 1);
   while (s->slots[j]) {
     uint32_t id = s->slots[j];

@@ -6,21 +6,34 @@
 // op: a range's GPU ops are consecutive in that order, so its call ends when the chain leaves it.
 #include "trace_cpu.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashidx.h"
 #include "trace_store.h"
 
 enum {
-  MAX_OPEN = 4096,  // ranges open at once on one thread that are kept as parents
-  MAX_CHAIN = 256,  // ancestors walked above a GPU op's range
+  MAX_OPEN = 4096,   // ranges open at once on one thread that are kept as parents
+  MAX_CHAIN = 256,   // ancestors walked above a GPU op's range
+  MAX_REWINDS = 16,  // times a thread's memory events may step back in time (each a rescan)
 };
 
 #define NO_RANGE UINT32_MAX
 
+// A range: its key, the range it runs in, its External id. Once the GPU ops are linked
+// (tp_trace_cpu_finish) the External ids go: the array becomes one of KeyParent, in place.
 typedef struct Range {
   uint32_t key, parent, ext;
 } Range;
+
+typedef struct KeyParent {
+  uint32_t key, parent;
+} KeyParent;
+
+_Static_assert(offsetof(Range, key) == 0 && offsetof(Range, parent) == 4 &&
+                   sizeof(KeyParent) == 8 && sizeof(Range) == 12,
+               "a Range begins with its KeyParent");
 
 // An nn.Module frame: kept with its times, few as they are, to find the module around a launch.
 typedef struct Frame {
@@ -35,17 +48,44 @@ typedef struct Open {
   int64_t ts, end;
 } Open;
 
+// Where the memory events of a thread have got to in its ranges (tp_trace_cpu_at): the next
+// range of the trace to look at and where its times are in the times stream, the start of the
+// last one of this thread passed, and the ranges open at that point.
+typedef struct Cursor {
+  size_t pos, at;
+  uint32_t who;   // the thread + 1 of the stream at `at` (the last range passed)
+  int64_t start;  // start of the last range of the thread passed
+  int64_t last;   // time of the last event looked up
+  Open *open;
+  size_t nopen, open_cap;
+  uint32_t rewinds;
+  bool used;
+} Cursor;
+
 typedef struct Thread {
   uint64_t hash;
   Open *open;
   size_t nopen, open_cap;
   int64_t last;  // start of the latest range on this thread
   bool any;
+  Cursor mem;
 } Thread;
 
 struct TpTraceCpuStore {
-  Range *ranges;
+  Range *ranges;  // while reading and linking; NULL after
+  KeyParent *kp;  // after linking: each range's key and parent
   size_t nranges, ranges_cap;
+  // Each range's thread and times, for the memory events' attribution (tp_trace_cpu_at), in
+  // range order as unsigned LEB128 varints. A range whose thread is not the previous range's
+  // starts with (thread + 1) << 1 | 1 (thread + 1 is 0 for none), then, with a thread, its start
+  // code and its duration; a range on the previous range's thread has its start code << 1, then
+  // its duration (none: a single 0). The start code: the time since the previous range's start
+  // on its thread << 1, or the time itself zigzagged << 1 | 1. About 5 bytes a range; dropped
+  // once the trace is read (tp_trace_cpu_drop_times).
+  TpBuf times;
+  uint32_t times_who;  // the thread + 1 (0: none) of the last range in the stream
+  bool times_dropped;
+  uint64_t late;     // ranges read after a memory event of their thread at or after their start
   uint32_t *by_ext;  // range indices in External id order, when the ranges are not (else NULL)
   bool ext_sorted;
   Frame *frames;
@@ -105,10 +145,13 @@ void tp_trace_cpu_free(TpTrace *t) {
   }
   for (size_t i = 0; i < s->nthreads; i++) {
     free(s->threads[i].open);
+    free(s->threads[i].mem.open);
   }
   free(s->threads);
   free(s->thread_slots);
   free(s->ranges);
+  free(s->kp);
+  tp_buf_free(&s->times);
   free(s->by_ext);
   free(s->frames);
   free(s->key_slots);
@@ -203,32 +246,8 @@ static uint8_t phase_of(const char *name, size_t len) {
   return TP_TRACE_PHASE_FWD;
 }
 
-static bool key_rehash(Store *s, const TpTrace *t) {
-  size_t nc = s->key_cap ? s->key_cap * 2 : 1024;
-  uint32_t *slots = calloc(nc, sizeof(*slots));
-  uint64_t *hashes = calloc(nc, sizeof(*hashes));
-  if (!slots || !hashes) {
-    free(slots);
-    free(hashes);
-    return false;
-  }
-  for (size_t i = 0; i < s->key_cap; i++) {
-    if (s->key_slots[i]) {
-      size_t j = s->key_hash[i] & (nc - 1);
-      while (slots[j]) {
-        j = (j + 1) & (nc - 1);
-      }
-      slots[j] = s->key_slots[i];
-      hashes[j] = s->key_hash[i];
-    }
-  }
-  (void)t;
-  free(s->key_slots);
-  free(s->key_hash);
-  s->key_slots = slots;
-  s->key_hash = hashes;
-  s->key_cap = nc;
-  return true;
+static bool key_rehash(Store *s) {
+  return tp_hashidx_grow(&s->key_hash, &s->key_slots, &s->key_cap, 1024, NULL);
 }
 
 static bool key_equal(const TpTrace *t, const TpTraceOpKey *k, const TpTraceCpuIn *in,
@@ -261,7 +280,7 @@ static uint32_t key_intern(TpTrace *t, Store *s, const TpTraceCpuIn *in) {
       h = hash_more(h ^ (uint64_t)(a + 1), in->arg[a], in->arg_len[a]);
     }
   }
-  if ((t->nkeys + 1) * 2 > s->key_cap && !key_rehash(s, t)) {
+  if ((t->nkeys + 1) * 2 > s->key_cap && !key_rehash(s)) {
     return UINT32_MAX;
   }
   size_t j = h & (s->key_cap - 1);
@@ -301,6 +320,40 @@ static uint32_t key_intern(TpTrace *t, Store *s, const TpTraceCpuIn *in) {
 }
 
 // --- ranges -------------------------------------------------------------------------------------
+
+// Appends an unsigned LEB128 varint.
+static bool put_varint(TpBuf *b, uint64_t v) {
+  unsigned char tmp[10];
+  size_t n = 0;
+  do {
+    tmp[n] = (unsigned char)(v & 0x7F);
+    v >>= 7;
+    tmp[n] |= v ? 0x80 : 0;
+    n++;
+  } while (v);
+  return tp_buf_append(b, tmp, n) == 0;
+}
+
+// Reads an unsigned LEB128 varint at *at (advanced).
+static uint64_t get_varint(const TpBuf *b, size_t *at) {
+  uint64_t v = 0;
+  for (int shift = 0; *at < b->len && shift < 64; shift += 7) {
+    unsigned char c = (unsigned char)b->data[(*at)++];
+    v |= (uint64_t)(c & 0x7F) << shift;
+    if (!(c & 0x80)) {
+      break;
+    }
+  }
+  return v;
+}
+
+static uint64_t zigzag(int64_t v) {
+  return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static int64_t unzigzag(uint64_t v) {
+  return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
 
 // Nests range r (starting at ts, ending at end) under the ranges open on its thread; returns its
 // parent, or NO_RANGE. false when out of memory.
@@ -373,14 +426,40 @@ int tp_trace_cpu_add(TpTrace *t, const TpTraceCpuIn *in) {
   }
   uint32_t r = (uint32_t)s->nranges;
   uint32_t ext = in->has_ext && in->ext < TP_TRACE_NO_EXT ? (uint32_t)in->ext : TP_TRACE_NO_EXT;
+  bool threaded = in->thread != TP_TRACE_NO_THREAD && in->thread < s->nthreads;
+  Thread *th = threaded ? &s->threads[in->thread] : NULL;
+  if (!s->times_dropped) {
+    // Its thread, when not the previous range's, and its times (the stream's format: Store).
+    uint32_t who = threaded ? (uint32_t)in->thread + 1 : 0;
+    bool switched = s->nranges == 0 || who != s->times_who;
+    bool ok = true;
+    if (switched) {
+      ok = put_varint(&s->times, (uint64_t)who << 1 | 1);
+    }
+    if (ok && th) {
+      bool delta = th->any && in->ts >= th->last;
+      uint64_t code = delta ? (uint64_t)(in->ts - th->last) << 1 : zigzag(in->ts) << 1 | 1;
+      ok = (switched ? put_varint(&s->times, code) : put_varint(&s->times, code << 1)) &&
+           put_varint(&s->times, (uint64_t)(end - in->ts));
+    } else if (ok && !switched) {
+      ok = put_varint(&s->times, 0);
+    }
+    if (!ok) {
+      return TP_ENOMEM;
+    }
+    s->times_who = who;
+  }
+  if (th && th->mem.used && in->ts <= th->mem.last) {
+    s->late++;  // a memory event already looked up may have run inside it
+  }
   s->ranges[r] = (Range){key, NO_RANGE, ext};
   s->nranges++;
   if (r > 0 && ext < s->ranges[r - 1].ext) {
     s->ext_sorted = false;
   }
-  if (in->thread != TP_TRACE_NO_THREAD && in->thread < s->nthreads) {
+  if (th) {
     uint32_t parent = NO_RANGE;
-    if (!nest(t, s, &s->threads[in->thread], r, in->ts, end, &parent)) {
+    if (!nest(t, s, th, r, in->ts, end, &parent)) {
       return TP_ENOMEM;
     }
     s->ranges[r].parent = parent;
@@ -388,11 +467,208 @@ int tp_trace_cpu_add(TpTrace *t, const TpTraceCpuIn *in) {
   return 0;
 }
 
+// --- the ranges around a memory event -----------------------------------------------------------
+
+// Ops that only allocate for the op that called them: their memory is that caller's.
+static bool is_allocator(const TpTrace *t, uint32_t key) {
+  static const char *const names[] = {
+      "aten::empty",         "aten::empty_strided",     "aten::empty_like",
+      "aten::new_empty",     "aten::new_empty_strided", "aten::resize_",
+      "aten::empty_permuted"};
+  const TpTraceOpKey *k = &t->keys[key];
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    size_t n = strlen(names[i]);
+    if (k->len[0] == n && memcmp(t->arena + k->at, names[i], n) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Moves a thread's cursor over its ranges that start at or before ts, keeping those open.
+static bool cursor_advance(Store *s, Cursor *c, uint16_t thread, int64_t ts) {
+  while (c->pos < s->nranges) {
+    size_t at = c->at;
+    uint64_t head = get_varint(&s->times, &at);
+    uint32_t who = c->who;
+    uint64_t code = 0, dur = 0;
+    if (head & 1) {
+      who = (uint32_t)(head >> 1);
+      if (who) {
+        code = get_varint(&s->times, &at);
+        dur = get_varint(&s->times, &at);
+      }
+    } else if (who) {
+      code = head >> 1;
+      dur = get_varint(&s->times, &at);
+    }
+    if (who != (uint32_t)thread + 1) {
+      c->who = who;
+      c->pos++;
+      c->at = at;
+      continue;
+    }
+    int64_t start = code & 1 ? unzigzag(code >> 1) : c->start + (int64_t)(code >> 1);
+    if (start > ts) {
+      break;
+    }
+    uint32_t r = (uint32_t)c->pos;
+    c->who = who;
+    c->start = start;
+    c->pos++;
+    c->at = at;
+    int64_t end = start + (int64_t)dur;
+    while (c->nopen > 0 && c->open[c->nopen - 1].end <= start) {
+      c->nopen--;
+    }
+    // Ranges that start with this one but end first lie inside it (as nest() has it).
+    size_t m = 0;
+    while (m < c->nopen && c->open[c->nopen - 1 - m].ts == start &&
+           c->open[c->nopen - 1 - m].end < end) {
+      m++;
+    }
+    if (c->nopen >= MAX_OPEN) {
+      continue;
+    }
+    if (!grow((void **)&c->open, &c->open_cap, c->nopen, sizeof(Open))) {
+      return false;
+    }
+    size_t k = c->nopen - m;
+    memmove(&c->open[k + 1], &c->open[k], m * sizeof(Open));
+    c->open[k] = (Open){r, start, end};
+    c->nopen++;
+  }
+  return true;
+}
+
+int tp_trace_cpu_at(TpTrace *t, uint16_t thread, int64_t ts, TpTraceCpuAt *out) {
+  *out = (TpTraceCpuAt){.owner = UINT32_MAX, .phase = TP_TRACE_PHASE_FWD, .call_end = INT64_MIN};
+  Store *s = store_of(t);
+  if (!s) {
+    return TP_ENOMEM;
+  }
+  if (thread == TP_TRACE_NO_THREAD || thread >= s->nthreads) {
+    return 0;
+  }
+  Cursor *c = &s->threads[thread].mem;
+  if (s->times_dropped) {
+    return 1;
+  }
+  if (c->used && ts < c->last) {
+    // Back in time: walk the thread's ranges again from the first, a bounded number of times.
+    if (c->rewinds >= MAX_REWINDS) {
+      return 1;
+    }
+    c->rewinds++;
+    c->pos = c->at = 0;
+    c->who = 0;
+    c->nopen = 0;
+    c->start = 0;
+  }
+  c->used = true;
+  c->last = ts;
+  if (!cursor_advance(s, c, thread, ts)) {
+    return TP_ENOMEM;
+  }
+  while (c->nopen > 0 && c->open[c->nopen - 1].end <= ts) {
+    c->nopen--;
+  }
+  // The phase as the op table has it; the op that asked: the innermost op that is not an
+  // allocator, else the innermost op, else the innermost range; the outermost op's end.
+  uint32_t op = UINT32_MAX, alloc = UINT32_MAX, any = UINT32_MAX;
+  for (size_t k = 0; k < c->nopen; k++) {
+    uint32_t key = s->ranges[c->open[k].range].key;
+    const TpTraceOpKey *kk = &t->keys[key];
+    if (kk->phase != TP_TRACE_PHASE_FWD) {
+      out->phase = kk->phase;
+    }
+    any = key;
+    if (kk->kind == TP_TRACE_CPU_OP) {
+      if (out->call_end == INT64_MIN) {
+        out->call_end = c->open[k].end;
+      }
+      if (is_allocator(t, key)) {
+        alloc = key;
+      } else {
+        op = key;
+      }
+    }
+  }
+  out->owner = op != UINT32_MAX ? op : alloc != UINT32_MAX ? alloc : any;
+  return 0;
+}
+
+void tp_trace_cpu_drop_times(TpTrace *t) {
+  TpTraceStore *pv = t->priv;
+  Store *s = pv->cpu;
+  if (!s) {
+    return;
+  }
+  tp_buf_free(&s->times);
+  s->times_dropped = true;
+  for (size_t i = 0; i < s->nthreads; i++) {
+    free(s->threads[i].mem.open);
+    s->threads[i].mem.open = NULL;
+    s->threads[i].mem.nopen = s->threads[i].mem.open_cap = 0;
+  }
+}
+
+uint64_t tp_trace_cpu_late(const TpTrace *t) {
+  const Store *s = store_get(t);
+  return s ? s->late : 0;
+}
+
 // --- linking ------------------------------------------------------------------------------------
 
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return (x > y) - (x < y);
+}
+
+// Sorts n 64-bit keys in place (heap sort: no scratch, not stable, which unique keys need not).
+static void heap_sort_u64(uint64_t *a, size_t n) {
+  if (n < 2) {
+    return;
+  }
+  for (size_t start = n / 2; start-- > 0;) {
+    for (size_t root = start;;) {
+      size_t child = 2 * root + 1;
+      if (child >= n) {
+        break;
+      }
+      if (child + 1 < n && a[child + 1] > a[child]) {
+        child++;
+      }
+      if (a[root] >= a[child]) {
+        break;
+      }
+      uint64_t tmp = a[root];
+      a[root] = a[child];
+      a[child] = tmp;
+      root = child;
+    }
+  }
+  for (size_t end = n - 1; end > 0; end--) {
+    uint64_t tmp = a[0];
+    a[0] = a[end];
+    a[end] = tmp;
+    for (size_t root = 0;;) {
+      size_t child = 2 * root + 1;
+      if (child >= end) {
+        break;
+      }
+      if (child + 1 < end && a[child + 1] > a[child]) {
+        child++;
+      }
+      if (a[root] >= a[child]) {
+        break;
+      }
+      tmp = a[root];
+      a[root] = a[child];
+      a[child] = tmp;
+      root = child;
+    }
+  }
 }
 
 // The range whose External id is ext, or NO_RANGE.
@@ -430,8 +706,8 @@ static int cmp_frame(const void *a, const void *b) {
 
 // Gives each frame its enclosing frame on its thread (frames sorted by thread, start, length).
 static int nest_frames(Store *s) {
-  if (s->nframes > 1) {
-    qsort(s->frames, s->nframes, sizeof(Frame), cmp_frame);
+  if (tp_trace_store_sort(s->frames, s->nframes, sizeof(Frame), cmp_frame) != 0) {
+    return TP_ENOMEM;
   }
   uint32_t *stack = NULL;
   size_t n = 0, cap = 0;
@@ -483,7 +759,7 @@ int tp_trace_cpu_finish(TpTrace *t) {
     for (size_t i = 0; i < s->nranges; i++) {
       pairs[i] = (uint64_t)s->ranges[i].ext << 32 | i;
     }
-    qsort(pairs, s->nranges, sizeof(uint64_t), cmp_u64);
+    heap_sort_u64(pairs, s->nranges);  // in place: the pairs are unique, order is all
     for (size_t i = 0; i < s->nranges; i++) {
       s->by_ext[i] = (uint32_t)pairs[i];
     }
@@ -499,6 +775,23 @@ int tp_trace_cpu_finish(TpTrace *t) {
     op->cpu = range_of_ext(s, ext);
     t->linked += op->cpu != TP_TRACE_NO_CPU;
   }
+  // The External ids served the linking only: keys and parents stay, in the same block.
+  free(s->by_ext);
+  s->by_ext = NULL;
+  unsigned char *block = (unsigned char *)s->ranges;
+  for (size_t i = 0; i < s->nranges; i++) {
+    // Entry i moves from byte 12 i to byte 8 i: nothing not yet moved is overwritten.
+    KeyParent v;
+    memcpy(&v, block + i * sizeof(Range), sizeof(v));  // key and parent lead a Range
+    memcpy(block + i * sizeof(KeyParent), &v, sizeof(v));
+  }
+  KeyParent *kp = (KeyParent *)(void *)block;
+  s->ranges = NULL;
+  s->kp = s->nranges > 0 ? realloc(kp, s->nranges * sizeof(KeyParent)) : kp;
+  if (!s->kp) {
+    s->kp = kp;  // a block that did not shrink is still the same data
+  }
+  s->ranges_cap = s->nranges;
   return nest_frames(s);
 }
 
@@ -553,32 +846,12 @@ static void finalize(Walk *w, const Entry *e) {
   }
 }
 
+static uint64_t pair_home(uint64_t k) {
+  return (k * 0x9E3779B97F4A7C15ULL) >> 20;
+}
+
 static bool pairs_rehash(Walk *w) {
-  Pairs *p = &w->pairs;
-  size_t nc = p->cap ? p->cap * 2 : 256;
-  uint64_t *keys = calloc(nc, sizeof(*keys));
-  uint32_t *at = calloc(nc, sizeof(*at));
-  if (!keys || !at) {
-    free(keys);
-    free(at);
-    return false;
-  }
-  for (size_t i = 0; i < p->cap; i++) {
-    if (p->slot_key[i]) {
-      size_t j = (size_t)((p->slot_key[i] * 0x9E3779B97F4A7C15ULL) >> 20) & (nc - 1);
-      while (keys[j]) {
-        j = (j + 1) & (nc - 1);
-      }
-      keys[j] = p->slot_key[i];
-      at[j] = p->slot_at[i];
-    }
-  }
-  free(p->slot_key);
-  free(p->slot_at);
-  p->slot_key = keys;
-  p->slot_at = at;
-  p->cap = nc;
-  return true;
+  return tp_hashidx_grow(&w->pairs.slot_key, &w->pairs.slot_at, &w->pairs.cap, 256, pair_home);
 }
 
 // Adds one GPU op of name `name`, `dur` ns, to those `key` owns.
@@ -588,7 +861,7 @@ static bool add_pair(Walk *w, uint32_t key, uint32_t name, int64_t dur) {
     return false;
   }
   uint64_t k = ((uint64_t)key << 32 | name) + 1;
-  size_t j = (size_t)((k * 0x9E3779B97F4A7C15ULL) >> 20) & (w->pairs.cap - 1);
+  size_t j = (size_t)pair_home(k) & (w->pairs.cap - 1);
   while (w->pairs.slot_key[j] && w->pairs.slot_key[j] != k) {
     j = (j + 1) & (w->pairs.cap - 1);
   }
@@ -643,7 +916,7 @@ static bool walk_op(Walk *w, Chain *c, size_t i, const TpTraceLaunch *l) {
   const TpTraceOp *op = &t->ops[i];
   uint32_t chain[MAX_CHAIN];
   size_t depth = 0;
-  for (uint32_t r = op->cpu; r != NO_RANGE && depth < MAX_CHAIN; r = s->ranges[r].parent) {
+  for (uint32_t r = op->cpu; r != NO_RANGE && depth < MAX_CHAIN; r = s->kp[r].parent) {
     chain[depth++] = r;
   }
   // chain[depth - 1] is the outermost range: match the open chain from there.
@@ -664,7 +937,7 @@ static bool walk_op(Walk *w, Chain *c, size_t i, const TpTraceLaunch *l) {
   }
   for (size_t k = same; k < depth; k++) {
     uint32_t r = chain[depth - 1 - k];
-    uint32_t key = s->ranges[r].key;
+    uint32_t key = s->kp[r].key;
     uint8_t phase = t->keys[key].phase;
     if (phase == TP_TRACE_PHASE_FWD && k > 0) {
       phase = c->e[k - 1].phase;

@@ -38,6 +38,29 @@ int tp_trace_cpu_add(TpTrace *t, const TpTraceCpuIn *in);
 /// TP_ENOMEM.
 int tp_trace_cpu_finish(TpTrace *t);
 
+/// The ranges open around a memory event (tp_trace_cpu_at).
+typedef struct TpTraceCpuAt {
+  uint32_t owner;    ///< key id of the op that asked for the memory (the innermost op that is not
+                     ///< an allocator such as aten::empty, else the innermost range), UINT32_MAX:
+                     ///< no range open
+  uint8_t phase;     ///< TP_TRACE_PHASE_* of the ranges open (as the op table has it)
+  int64_t call_end;  ///< end of the outermost op open (the call from Python), INT64_MIN: none
+} TpTraceCpuAt;
+
+/// Finds the ranges open at `ts` on `thread` among the ranges read so far: a cursor per thread
+/// walks its ranges in order, so a thread's events must come in time order (as Kineto writes
+/// them) to be cheap; a step back rescans the thread, at most 16 times. Returns 0 (*out filled;
+/// owner UINT32_MAX when no range is open), 1 when the thread stepped back too often (nothing
+/// found), or TP_ENOMEM.
+int tp_trace_cpu_at(TpTrace *t, uint16_t thread, int64_t ts, TpTraceCpuAt *out);
+
+/// Drops what tp_trace_cpu_at needs (each range's times, the cursors), once the trace is read.
+void tp_trace_cpu_drop_times(TpTrace *t);
+
+/// Ranges read after a memory event of their thread at or after their start (tp_trace_cpu_at
+/// could not have seen them).
+uint64_t tp_trace_cpu_late(const TpTrace *t);
+
 /// Frees the CPU ranges (NULL is fine; the trace's own arrays stay).
 void tp_trace_cpu_free(TpTrace *t);
 

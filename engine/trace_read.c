@@ -9,6 +9,7 @@
 
 #include "trace_coll.h"
 #include "trace_cpu.h"
+#include "trace_mem.h"
 #include "trace_read.h"
 #include "trace_store.h"
 
@@ -688,6 +689,10 @@ typedef struct Event {
   uint64_t ext;
   uint64_t pid, tid;          // hashes of the pid and tid values' text
   uint8_t has_arg, long_arg;  // bit i: shape argument i read / dropped for its length
+  // a [memory] event's args (trace_mem.h)
+  bool has_addr, has_bytes, has_total, has_reserved, bad_bytes, bad_total, bad_reserved;
+  uint64_t addr;
+  int64_t bytes, total, reserved, dev_type, dev_id;
 } Event;
 
 // The shape arguments kept in an op's key, in TP_TRACE_OP_ARGS order.
@@ -823,6 +828,45 @@ static int next_or_close(Parser *x, char close, const char *why) {
   return -1;
 }
 
+// The args of a [memory] event (trace_mem.h).
+static bool is_mem_key(const Str *k) {
+  return key_is(k, "Addr") || key_is(k, "Bytes") || key_is(k, "Total Allocated") ||
+         key_is(k, "Total Reserved") || key_is(k, "Device Type") || key_is(k, "Device Id");
+}
+
+// An integer of at most TP_TRACE_MEM_MAX in magnitude (bytes); false otherwise.
+static bool mem_int(const char *tok, size_t len, int64_t *out) {
+  return to_int(tok, len, out) && *out >= -TP_TRACE_MEM_MAX && *out <= TP_TRACE_MEM_MAX;
+}
+
+static bool read_mem_arg(Parser *x, Event *ev) {
+  char tok[MAX_NUMBER];
+  size_t len = 0;
+  bool num = false;
+  if (!read_number_field(x, tok, &len, &num)) {
+    return false;
+  }
+  const Str *k = &x->key;
+  int64_t v = 0;
+  if (key_is(k, "Addr")) {
+    ev->has_addr = num && to_u64(tok, len, &ev->addr) && ev->addr != 0;
+  } else if (key_is(k, "Bytes")) {
+    ev->has_bytes = true;
+    ev->bad_bytes = !(num && mem_int(tok, len, &ev->bytes));
+  } else if (key_is(k, "Total Allocated")) {
+    ev->has_total = true;
+    ev->bad_total = !(num && mem_int(tok, len, &ev->total) && ev->total >= 0);
+  } else if (key_is(k, "Total Reserved")) {
+    ev->has_reserved = true;
+    ev->bad_reserved = !(num && mem_int(tok, len, &ev->reserved) && ev->reserved >= 0);
+  } else if (key_is(k, "Device Type")) {
+    ev->dev_type = num && to_int(tok, len, &v) && v >= -1 && v <= INT16_MAX ? v : -1;
+  } else {
+    ev->dev_id = num && to_int(tok, len, &v) && v >= -1 && v <= INT16_MAX ? v : -1;
+  }
+  return true;
+}
+
 static bool read_args(Parser *x, Event *ev) {
   if (skip_ws(x) != '{') {
     return x->fail ? false : skip_value(x);
@@ -903,6 +947,13 @@ static bool read_args(Parser *x, Event *ev) {
         return false;
       }
       ev->has_dtype = true;
+    } else if (x->key.len >= 4 &&
+               (x->key.data[0] == 'A' || x->key.data[0] == 'B' || x->key.data[0] == 'T' ||
+                x->key.data[0] == 'D') &&
+               is_mem_key(&x->key)) {
+      if (!read_mem_arg(x, ev)) {
+        return false;
+      }
     } else if (key_is(&x->key, "External id")) {
       if (!read_number_field(x, tok, &len, &num)) {
         return false;
@@ -1016,6 +1067,35 @@ static bool use_coll(Parser *x, const Event *ev, bool cpu, int64_t dur) {
   return oom(x, tp_trace_coll_add(t, &in));
 }
 
+// Hands a [memory] instant event to the memory side (trace_mem.h).
+static bool use_mem(Parser *x, const Event *ev, uint64_t at) {
+  TpTrace *t = x->t;
+  if (!ev->has_ts || ev->bad_ts) {
+    t->bad++;
+    tp_trace_warn(t, "%s: byte %llu: a [memory] event with %s ts was skipped", t->path,
+                  (unsigned long long)at, ev->has_ts ? "an out-of-range" : "no");
+    return true;
+  }
+  TpTraceMemIn in = {
+      .ts = ev->ts,
+      .thread = thread_of(x, ev),
+      .has_addr = ev->has_addr,
+      .has_bytes = ev->has_bytes,
+      .has_total = ev->has_total,
+      .has_reserved = ev->has_reserved,
+      .bad_bytes = ev->bad_bytes,
+      .bad_total = ev->bad_total,
+      .bad_reserved = ev->bad_reserved,
+      .addr = ev->addr,
+      .bytes = ev->bytes,
+      .total = ev->total,
+      .reserved = ev->reserved,
+      .type = ev->dev_type,
+      .id = ev->dev_id,
+  };
+  return oom(x, tp_trace_mem_add(t, &in));
+}
+
 // Acts on one parsed event.
 static bool use_event(Parser *x, const Event *ev, uint64_t at) {
   TpTrace *t = x->t;
@@ -1027,6 +1107,9 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
     return true;
   }
   if (ev->ph != 'X') {
+    if ((ev->ph == 'i' || ev->ph == 'I') && key_is(&x->name, "[memory]")) {
+      return use_mem(x, ev, at);
+    }
     t->ignored++;
     return true;
   }
@@ -1146,7 +1229,7 @@ static bool use_event(Parser *x, const Event *ev, uint64_t at) {
 // Reads one element of traceEvents (the '{' is next).
 static bool read_event(Parser *x) {
   uint64_t at = offset(x);
-  Event ev = {.corr = UINT64_MAX, .stream = -1};
+  Event ev = {.corr = UINT64_MAX, .stream = -1, .dev_type = -1, .dev_id = -1};
   str_clear(&x->name);
   str_clear(&x->cat);
   x->p++;  // '{'

@@ -6,16 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashidx.h"
 #include "trace_store.h"
-
-static uint64_t hash_bytes(const char *p, size_t n) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)p[i];
-    h *= 1099511628211ULL;
-  }
-  return h ^ (n * 0x9E3779B97F4A7C15ULL);
-}
 
 // Grows an array to hold one more element; returns false when out of memory.
 static bool grow(void **arr, size_t *cap, size_t n, size_t elem) {
@@ -113,41 +105,17 @@ void tp_trace_warn(TpTrace *t, const char *fmt, ...) {
   }
 }
 
-static bool rehash(TpTraceStore *pv, const TpTrace *t) {
-  size_t nc = pv->slots_cap ? pv->slots_cap * 2 : 1024;
-  uint32_t *slots = calloc(nc, sizeof(*slots));
-  uint64_t *hashes = calloc(nc, sizeof(*hashes));
-  if (!slots || !hashes) {
-    free(slots);
-    free(hashes);
-    return false;
-  }
-  for (size_t i = 0; i < pv->slots_cap; i++) {
-    if (pv->slots[i]) {
-      size_t j = pv->slot_hash[i] & (nc - 1);
-      while (slots[j]) {
-        j = (j + 1) & (nc - 1);
-      }
-      slots[j] = pv->slots[i];
-      hashes[j] = pv->slot_hash[i];
-    }
-  }
-  (void)t;
-  free(pv->slots);
-  free(pv->slot_hash);
-  pv->slots = slots;
-  pv->slot_hash = hashes;
-  pv->slots_cap = nc;
-  return true;
+static bool rehash(TpTraceStore *pv) {
+  return tp_hashidx_grow(&pv->slot_hash, &pv->slots, &pv->slots_cap, 1024, NULL);
 }
 
 // The id of a name, added when new; UINT32_MAX when out of memory.
 static uint32_t intern(TpTrace *t, const char *name, size_t len, TpTraceKind kind) {
   TpTraceStore *pv = t->priv;
-  if ((t->nnames + 1) * 2 > pv->slots_cap && !rehash(pv, t)) {
+  if ((t->nnames + 1) * 2 > pv->slots_cap && !rehash(pv)) {
     return UINT32_MAX;
   }
-  uint64_t h = hash_bytes(name, len);
+  uint64_t h = tp_hash_bytes(name, len);
   size_t j = h & (pv->slots_cap - 1);
   while (pv->slots[j]) {
     if (pv->slot_hash[j] == h) {
@@ -377,7 +345,7 @@ int tp_trace_add_loader(TpTrace *t, int64_t ts, int64_t dur) {
 
 int tp_trace_count_cat(TpTrace *t, const char *cat, size_t len) {
   TpTraceStore *pv = t->priv;
-  uint64_t h = hash_bytes(cat, len);
+  uint64_t h = tp_hash_bytes(cat, len);
   size_t j = h & (TP_TRACE_CAT_SLOTS - 1);
   for (size_t probe = 0; probe < TP_TRACE_CAT_SLOTS / 2; probe++) {
     TpTraceCat *c = &pv->cats[j];
@@ -583,14 +551,81 @@ bool tp_trace_store_overlaps(const TpTrace *t, bool loader, int64_t a, int64_t b
   return lo > 0 && ends[lo - 1] > a;  // a span starting before b ends after a
 }
 
+int tp_trace_store_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+  if (n < 2) {
+    return 0;
+  }
+  if (n > UINT32_MAX) {
+    return TP_ENOMEM;
+  }
+  unsigned char *a = base;
+  bool sorted = true;
+  for (size_t i = 1; i < n && sorted; i++) {
+    sorted = cmp(a + (i - 1) * size, a + i * size) <= 0;
+  }
+  if (sorted) {
+    return 0;
+  }
+  // A stable merge sort of the indices, bottom up, then the permutation applied in place.
+  uint32_t *idx = malloc(n * sizeof(uint32_t));
+  uint32_t *tmp = malloc(n * sizeof(uint32_t));
+  unsigned char *hold = malloc(size);
+  if (!idx || !tmp || !hold) {
+    free(idx);
+    free(tmp);
+    free(hold);
+    return TP_ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++) {
+    idx[i] = (uint32_t)i;
+  }
+  for (size_t width = 1; width < n; width *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * width) {
+      size_t mid = lo + width < n ? lo + width : n;
+      size_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+      size_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) {
+        // ties keep the left run's first: stable
+        tmp[k++] =
+            cmp(a + (size_t)idx[j] * size, a + (size_t)idx[i] * size) < 0 ? idx[j++] : idx[i++];
+      }
+      while (i < mid) {
+        tmp[k++] = idx[i++];
+      }
+      while (j < hi) {
+        tmp[k++] = idx[j++];
+      }
+    }
+    uint32_t *swap = idx;
+    idx = tmp;
+    tmp = swap;
+  }
+  free(tmp);
+  // idx[k] is the element that goes to place k: follow each cycle once.
+  for (size_t i = 0; i < n; i++) {
+    if (idx[i] == i) {
+      continue;
+    }
+    memcpy(hold, a + i * size, size);
+    size_t j = i;
+    while (idx[j] != i) {
+      size_t from = idx[j];
+      memcpy(a + j * size, a + from * size, size);
+      idx[j] = (uint32_t)j;
+      j = from;
+    }
+    memcpy(a + j * size, hold, size);
+    idx[j] = (uint32_t)j;
+  }
+  free(idx);
+  free(hold);
+  return 0;
+}
+
 int tp_trace_finish(TpTrace *t) {
   TpTraceStore *pv = t->priv;
-  bool sorted = true;
-  for (size_t i = 1; i < pv->nlaunch && sorted; i++) {
-    sorted = pv->launches[i - 1].corr <= pv->launches[i].corr;
-  }
-  if (!sorted) {
-    qsort(pv->launches, pv->nlaunch, sizeof(TpTraceLaunch), cmp_launch);
+  if (tp_trace_store_sort(pv->launches, pv->nlaunch, sizeof(TpTraceLaunch), cmp_launch) != 0) {
+    return TP_ENOMEM;
   }
   if (t->nsteps > 1) {  // qsort's array must not be NULL, even when empty
     qsort(t->steps, t->nsteps, sizeof(TpTraceStep), cmp_step);

@@ -153,7 +153,13 @@ typedef struct TpTraceStore {
   bool ops_sorted;
   struct TpTraceCpuStore *cpu;    ///< the CPU ranges (trace_cpu.c; freed by tp_trace_cpu_free)
   struct TpTraceCollStore *coll;  ///< the collectives (trace_coll.c; tp_trace_coll_free)
+  struct TpTraceMemStore *mem;    ///< the memory events (trace_mem.c; tp_trace_mem_free)
 } TpTraceStore;
+
+/// Sorts n elements of `size` bytes in place by `cmp`, stably (as qsort's merge sort), with 8
+/// bytes of scratch per element rather than a copy of the array (the big arrays of a trace stay
+/// in bounded memory). Returns 0 or TP_ENOMEM (the array unchanged).
+int tp_trace_store_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
 /// Frees a trace and its store (NULL is fine).
 void tp_trace_store_free(TpTrace *t);

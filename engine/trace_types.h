@@ -284,6 +284,110 @@ typedef struct TpTraceBreakdownOpts {
   int64_t gap;  ///< a queued gap shorter than this is launch latency (ns; <= 0: 30 us, as HTA)
 } TpTraceBreakdownOpts;
 
+/// The categories of memory the trace lets one tell apart (docs/memory.md), from where an
+/// allocation was made and freed: the phase (forward, backward, optimizer) and step of each, and
+/// whether it was freed before the op call that made it returned. `BEFORE` is what the allocator
+/// held before the trace began (parameters, optimizer state, ...): counted at the peak only.
+typedef enum TpTraceMemCat {
+  TP_TRACE_MEM_BEFORE,      ///< allocated before the trace (or by events the reader could not pair)
+  TP_TRACE_MEM_TEMPORARY,   ///< freed inside its op call, or in the phase and step it was made in
+  TP_TRACE_MEM_ACTIVATION,  ///< made in forward, freed in the backward of the same step
+  TP_TRACE_MEM_GRADIENT,    ///< made in backward, held past it (freed later, or never)
+  TP_TRACE_MEM_AUTOGRAD,    ///< made in backward, freed in it (autograd's intermediates)
+  TP_TRACE_MEM_OPTIMIZER,   ///< made in the optimizer step, held past its step
+  TP_TRACE_MEM_OTHER,       ///< the rest: outside every op, or held past a forward-only step
+  TP_TRACE_MEM_CATS,
+} TpTraceMemCat;
+
+/// The most devices a trace's memory events are kept for (more are counted in `other_devices`).
+#define TP_TRACE_MEM_DEVICES 16
+
+/// One point of a device's allocated and reserved curves (bytes at time ts, ns).
+typedef struct TpTraceMemPoint {
+  int64_t ts, allocated, reserved;
+} TpTraceMemPoint;
+
+/// One device's memory over the trace, from the profiler's `[memory]` events (Kineto's instant
+/// events with Addr, Bytes, Total Allocated, Total Reserved, Device Type, Device Id). Bytes; times
+/// in ns. docs/memory.md defines each figure.
+typedef struct TpTraceMemDevice {
+  int16_t type, id;  ///< Device Type (c10::DeviceType: 0 CPU, 1 CUDA, 6 HIP...) and Device Id
+  uint64_t events, allocs, frees;
+  int64_t alloc_bytes, free_bytes;  ///< sums of the positive Bytes, and of the negative negated
+  int64_t before;  ///< Total Allocated before the first event (its total - its Bytes)
+  int64_t first_ts, last_ts;
+  int64_t peak, peak_ts;  ///< the largest Total Allocated, its first time
+  int64_t peak_reserved;  ///< Total Reserved at that event
+  uint32_t peak_key;      ///< key id + 1 of the op it happened in, 0: none
+  uint32_t peak_step;     ///< index into TpTraceMem.steps of its step, or TP_TRACE_NO_STEP
+  uint8_t peak_phase;     ///< TP_TRACE_PHASE_* at the peak
+  int64_t reserved_max, reserved_max_ts;  ///< the largest Total Reserved, its first time
+  int64_t slack_max;  ///< the largest Total Reserved - Total Allocated at one event
+  int64_t end_allocated, end_reserved;   ///< the totals at the latest event (by time)
+  int64_t live_end;                      ///< bytes allocated in the trace and not freed by its end
+  int64_t at_peak[TP_TRACE_MEM_CATS];    ///< the peak's bytes by category (they add up to `peak`)
+  int64_t cat_bytes[TP_TRACE_MEM_CATS];  ///< bytes allocated in the trace by category
+  uint64_t unpaired_frees;  ///< frees of an address not allocated in the trace (or its events)
+  uint64_t size_mismatch;   ///< frees whose size is not the size allocated at that address
+  uint64_t realloc;         ///< allocations at an address still live (its free never seen)
+  uint64_t no_addr;         ///< events without an address: not paired
+  uint64_t derived_total;   ///< events without a valid Total Allocated: derived from the last one
+  uint64_t bad_total;       ///< of those, events whose Total Allocated is negative or too large
+  uint64_t no_reserved;     ///< events without a valid Total Reserved
+  uint64_t untracked;       ///< allocations left out of the live map (over its bound)
+  const TpTraceMemPoint *curve;  ///< the allocated and reserved curves, in time order
+  size_t ncurve;                 ///< points (every event, or each bucket's highest when many)
+  uint64_t curve_stride;         ///< events per point (1: every event)
+} TpTraceMemDevice;
+
+/// One device in one profiler step (or the events in no step: TpTraceMemStep.step ==
+/// TP_TRACE_NO_STEP). Bytes; times in ns.
+typedef struct TpTraceMemStep {
+  uint32_t step;   ///< index into t->steps, or TP_TRACE_NO_STEP
+  uint8_t device;  ///< index into TpTraceMem.devices
+  uint64_t events, allocs, frees;
+  int64_t alloc_bytes, free_bytes;
+  int64_t start, end;     ///< Total Allocated before its first event and after its last
+  int64_t peak, peak_ts;  ///< the largest Total Allocated in it, its first time
+  uint32_t peak_key;      ///< key id + 1 of the op it happened in, 0: none
+  uint8_t peak_phase;
+  int64_t phase_peak[TP_TRACE_PHASES];   ///< the largest Total Allocated in each phase (-1: none)
+  int64_t phase_bytes[TP_TRACE_PHASES];  ///< bytes allocated in each phase
+  int64_t reserved_max;
+  int64_t held;       ///< bytes allocated in the step and still live at its end
+  int64_t temporary;  ///< bytes allocated and freed inside one op call (short-lived)
+} TpTraceMemStep;
+
+/// The memory one op (a CPU range's key) asked for on one device: the allocations made while it
+/// was the innermost op running (allocator ops such as aten::empty count for the op that called
+/// them). Bytes.
+typedef struct TpTraceMemOp {
+  uint32_t key;    ///< key id + 1, 0: outside every range
+  uint8_t device;  ///< index into TpTraceMem.devices
+  uint64_t allocs, frees;
+  int64_t bytes, freed;  ///< allocated; freed (of what it allocated)
+  int64_t temporary;     ///< freed inside the op call that made it
+  int64_t at_peak;       ///< live at the device's peak
+  int64_t live_end;      ///< live at the end of the trace
+  uint64_t phase_allocs[TP_TRACE_PHASES];
+} TpTraceMemOp;
+
+/// The memory figures of a trace (tp_trace_memory). Arrays live as long as the trace.
+typedef struct TpTraceMem {
+  uint64_t events;         ///< `[memory]` events read
+  uint64_t skipped;        ///< events left out: no Bytes, or a Bytes, Total or Addr out of range
+  uint64_t other_devices;  ///< events of devices past TP_TRACE_MEM_DEVICES
+  uint64_t unattributed;   ///< events whose thread's ranges could not be walked in time order
+  uint64_t late_ranges;    ///< CPU ranges read after memory events they may hold
+  uint64_t late_steps;     ///< profiler steps read after memory events they may hold
+  const TpTraceMemDevice *devices;
+  size_t ndevices;
+  const TpTraceMemStep *steps;  ///< per (step, device), steps in time order
+  size_t nsteps;
+  const TpTraceMemOp *ops;  ///< per (key, device), in no particular order
+  size_t nops;
+} TpTraceMem;
+
 /// Where a collective's metadata came from.
 enum {
   TP_TRACE_COLL_NONE,    ///< nowhere: an NCCL/RCCL kernel with no args and no record_param_comms

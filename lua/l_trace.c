@@ -453,6 +453,162 @@ static int t_op_keys(lua_State *L) {
   return 1;
 }
 
+static const char *const mem_cats[TP_TRACE_MEM_CATS] = {
+    "before", "temporary", "activation", "gradient", "autograd", "optimizer", "other"};
+
+// Pushes { forward =, backward =, optimizer = } of n-element int64 array v.
+static void push_phases(lua_State *L, const int64_t *v) {
+  lua_createtable(L, 0, TP_TRACE_PHASES);
+  for (int p = 0; p < TP_TRACE_PHASES; p++) {
+    set_int(L, phase_names[p], v[p]);
+  }
+}
+
+// Pushes a device's curve as three arrays { ts = {...}, allocated = {...}, reserved = {...} }.
+static void push_curve(lua_State *L, const TpTraceMemDevice *d) {
+  int n = (int)(d->ncurve > INT32_MAX ? INT32_MAX : d->ncurve);
+  lua_createtable(L, 0, 4);  // [.., curve]
+  static const char *const fields[3] = {"ts", "allocated", "reserved"};
+  for (int f = 0; f < 3; f++) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+      const TpTraceMemPoint *p = &d->curve[i];
+      lua_pushinteger(L, f == 0 ? p->ts : f == 1 ? p->allocated : p->reserved);
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, fields[f]);
+  }
+  set_int(L, "stride", (lua_Integer)d->curve_stride);
+}
+
+// trace:memory() -> { events, skipped, other_devices, unattributed, late_ranges, late_steps,
+// devices = {...}, steps = {...}, ops = {...} } (docs/memory.md; bytes, ns; key ids and device
+// indices 1-based, steps by their number)
+static int t_memory(lua_State *L) {
+  TpTrace *t = check_trace(L);
+  const TpTraceMem *m = tp_trace_memory(t);
+  luaL_checkstack(L, 8, NULL);
+  lua_createtable(L, 0, 9);  // [result]
+  set_int(L, "events", (lua_Integer)m->events);
+  set_int(L, "skipped", (lua_Integer)m->skipped);
+  set_int(L, "other_devices", (lua_Integer)m->other_devices);
+  set_int(L, "unattributed", (lua_Integer)m->unattributed);
+  set_int(L, "late_ranges", (lua_Integer)m->late_ranges);
+  set_int(L, "late_steps", (lua_Integer)m->late_steps);
+  lua_createtable(L, (int)m->ndevices, 0);  // [result, devices]
+  for (size_t i = 0; i < m->ndevices; i++) {
+    const TpTraceMemDevice *d = &m->devices[i];
+    lua_createtable(L, 0, 40);
+    set_int(L, "type", d->type);
+    set_int(L, "id", d->id);
+    set_int(L, "events", (lua_Integer)d->events);
+    set_int(L, "allocs", (lua_Integer)d->allocs);
+    set_int(L, "frees", (lua_Integer)d->frees);
+    set_int(L, "alloc_bytes", d->alloc_bytes);
+    set_int(L, "free_bytes", d->free_bytes);
+    set_int(L, "before", d->before);
+    set_int(L, "first_ts", d->first_ts);
+    set_int(L, "last_ts", d->last_ts);
+    set_int(L, "peak", d->peak);
+    set_int(L, "peak_ts", d->peak_ts);
+    set_int(L, "peak_reserved", d->peak_reserved);
+    if (d->peak_key) {
+      set_int(L, "peak_key", (lua_Integer)d->peak_key);
+    }
+    if (d->peak_step != TP_TRACE_NO_STEP && d->peak_step < t->nsteps && !t->stepless) {
+      set_int(L, "peak_step", t->steps[d->peak_step].number);
+    }
+    lua_pushstring(L, phase_names[d->peak_phase < TP_TRACE_PHASES ? d->peak_phase : 0]);
+    lua_setfield(L, -2, "peak_phase");
+    set_int(L, "reserved_max", d->reserved_max);
+    set_int(L, "reserved_max_ts", d->reserved_max_ts);
+    set_int(L, "slack_max", d->slack_max);
+    set_int(L, "end_allocated", d->end_allocated);
+    set_int(L, "end_reserved", d->end_reserved);
+    set_int(L, "live_end", d->live_end);
+    lua_createtable(L, 0, TP_TRACE_MEM_CATS);  // [.., device, at_peak]
+    for (int c = 0; c < TP_TRACE_MEM_CATS; c++) {
+      set_int(L, mem_cats[c], d->at_peak[c]);
+    }
+    lua_setfield(L, -2, "at_peak");
+    lua_createtable(L, 0, TP_TRACE_MEM_CATS);  // [.., device, categories]
+    for (int c = 0; c < TP_TRACE_MEM_CATS; c++) {
+      if (c != TP_TRACE_MEM_BEFORE) {
+        set_int(L, mem_cats[c], d->cat_bytes[c]);
+      }
+    }
+    lua_setfield(L, -2, "categories");
+    set_int(L, "unpaired_frees", (lua_Integer)d->unpaired_frees);
+    set_int(L, "size_mismatch", (lua_Integer)d->size_mismatch);
+    set_int(L, "realloc", (lua_Integer)d->realloc);
+    set_int(L, "no_addr", (lua_Integer)d->no_addr);
+    set_int(L, "derived_total", (lua_Integer)d->derived_total);
+    set_int(L, "bad_total", (lua_Integer)d->bad_total);
+    set_int(L, "no_reserved", (lua_Integer)d->no_reserved);
+    set_int(L, "untracked", (lua_Integer)d->untracked);
+    push_curve(L, d);
+    lua_setfield(L, -2, "curve");
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "devices");
+  lua_createtable(L, (int)(m->nsteps > INT32_MAX ? INT32_MAX : m->nsteps), 0);  // [.., steps]
+  for (size_t i = 0; i < m->nsteps; i++) {
+    const TpTraceMemStep *st = &m->steps[i];
+    lua_createtable(L, 0, 20);
+    if (st->step != TP_TRACE_NO_STEP && st->step < t->nsteps && !t->stepless) {
+      set_int(L, "step", t->steps[st->step].number);
+    }
+    set_int(L, "device", (lua_Integer)st->device + 1);
+    set_int(L, "events", (lua_Integer)st->events);
+    set_int(L, "allocs", (lua_Integer)st->allocs);
+    set_int(L, "frees", (lua_Integer)st->frees);
+    set_int(L, "alloc_bytes", st->alloc_bytes);
+    set_int(L, "free_bytes", st->free_bytes);
+    set_int(L, "start", st->start);
+    set_int(L, "end", st->end);
+    set_int(L, "peak", st->peak);
+    set_int(L, "peak_ts", st->peak_ts);
+    if (st->peak_key) {
+      set_int(L, "peak_key", (lua_Integer)st->peak_key);
+    }
+    lua_pushstring(L, phase_names[st->peak_phase < TP_TRACE_PHASES ? st->peak_phase : 0]);
+    lua_setfield(L, -2, "peak_phase");
+    push_phases(L, st->phase_peak);
+    lua_setfield(L, -2, "phase_peak");
+    push_phases(L, st->phase_bytes);
+    lua_setfield(L, -2, "phase_bytes");
+    set_int(L, "reserved_max", st->reserved_max);
+    set_int(L, "held", st->held);
+    set_int(L, "temporary", st->temporary);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "steps");
+  lua_createtable(L, (int)(m->nops > INT32_MAX ? INT32_MAX : m->nops), 0);  // [.., ops]
+  for (size_t i = 0; i < m->nops; i++) {
+    const TpTraceMemOp *o = &m->ops[i];
+    lua_createtable(L, 0, 11);
+    if (o->key) {
+      set_int(L, "key", (lua_Integer)o->key);
+    }
+    set_int(L, "device", (lua_Integer)o->device + 1);
+    set_int(L, "allocs", (lua_Integer)o->allocs);
+    set_int(L, "frees", (lua_Integer)o->frees);
+    set_int(L, "bytes", o->bytes);
+    set_int(L, "freed", o->freed);
+    set_int(L, "temporary", o->temporary);
+    set_int(L, "at_peak", o->at_peak);
+    set_int(L, "live_end", o->live_end);
+    lua_createtable(L, 0, TP_TRACE_PHASES);
+    for (int p = 0; p < TP_TRACE_PHASES; p++) {
+      set_int(L, phase_names[p], (lua_Integer)o->phase_allocs[p]);
+    }
+    lua_setfield(L, -2, "phase_allocs");
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "ops");
+  return 1;
+}
+
 typedef struct OpsScratch {
   TpTraceOps o;
   bool used;
@@ -576,18 +732,47 @@ static int t_tostring(lua_State *L) {
   return 1;
 }
 
+typedef struct TextScratch {
+  TpBuf b;
+} TextScratch;
+
+static int text_scratch_gc(lua_State *L) {
+  TextScratch *s = lua_touserdata(L, 1);
+  tp_buf_free(&s->b);
+  return 0;
+}
+
+// trace.read_text(path[, max]) -> string, truncated | nil, err, code: a whole file, plain or
+// gzip (inflated), at most `max` bytes once inflated (default 1 GiB)
+static int trace_read_text(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_Integer max = luaL_optinteger(L, 2, (lua_Integer)1 << 30);
+  luaL_argcheck(L, max > 0, 2, "max must be positive");
+  TextScratch *s = lua_newuserdatauv(L, sizeof(TextScratch), 0);  // [.., scratch]
+  memset(s, 0, sizeof(*s));
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, text_scratch_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  TpError err = {0};
+  bool truncated = false;
+  if (tp_trace_read_text(path, (size_t)max, &s->b, &truncated, &err) != 0) {
+    return tpl_pusherror(L, &err);
+  }
+  lua_pushlstring(L, s->b.data ? s->b.data : "", s->b.len);
+  lua_pushboolean(L, truncated);
+  tp_buf_free(&s->b);
+  return 2;
+}
+
 int luaopen_tp__trace(lua_State *L);
 int luaopen_tp__trace(lua_State *L) {
   static const luaL_Reg methods[] = {
-      {"breakdown", t_breakdown},
-      {"collectives", t_collectives},
-      {"close", t_close},
-      {"info", t_info},
-      {"names", t_names},
-      {"op_keys", t_op_keys},
-      {"ops", t_ops},
-      {"steps", t_steps},
-      {NULL, NULL},
+      {"breakdown", t_breakdown}, {"collectives", t_collectives},
+      {"close", t_close},         {"info", t_info},
+      {"memory", t_memory},       {"names", t_names},
+      {"op_keys", t_op_keys},     {"ops", t_ops},
+      {"steps", t_steps},         {NULL, NULL},
   };
   static const luaL_Reg meta[] = {
       {"__close", t_close},
@@ -598,6 +783,7 @@ int luaopen_tp__trace(lua_State *L) {
   tpl_newclass(L, TRACE_MT, methods, meta);
   static const luaL_Reg funcs[] = {
       {"open", trace_open},
+      {"read_text", trace_read_text},
       {NULL, NULL},
   };
   luaL_newlib(L, funcs);

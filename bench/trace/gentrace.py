@@ -2,7 +2,7 @@
 """Generates a large synthetic PyTorch profiler (Kineto) Chrome trace for the trace benchmark.
 
 Usage: gentrace.py OUT [--mb SIZE] [--gzip] [--seed N] [--vendor nvidia|amd|mixed]
-                       [--layers N] [--rank R] [--world-size W]
+                       [--layers N] [--rank R] [--world-size W] [--no-memory]
 
 Writes OUT (gzip-compressed when OUT ends in .gz) of about SIZE MiB of uncompressed JSON
 (default 300); with --gzip, OUT plain and OUT.gz with the same bytes compressed (gzip level 9,
@@ -21,8 +21,13 @@ transformer training run (with record_shapes and with_stack):
   - Events out of time order across categories, as Kineto writes them: every CPU-side event of
     the whole trace first (ProfilerStep#N user_annotation, the dataloader annotation, cpu_op
     stacks with External id / Record function id / Input Dims..., python_function frames), then
-    the CUPTI buffers: cuda_runtime launches (cudaLaunchKernel, cudaLaunchKernelExC,
-    cudaMemcpyAsync, cudaMemsetAsync, cudaStreamSynchronize, cudaEventRecord...) with
+    the allocator's [memory] instant events (profile_memory=True: Addr, Bytes, Total Allocated,
+    Total Reserved, Device Type, Device Id; each forward op's output saved for backward, GEMM
+    and layer-norm workspaces, backward's gradients freeing the activations, optimizer
+    temporaries, a host allocation of .item(); addresses reused by size, as a caching allocator
+    does; --no-memory leaves them out), then the CUPTI buffers: cuda_runtime launches
+    (cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync, cudaMemsetAsync,
+    cudaStreamSynchronize, cudaEventRecord...) with
     args.correlation, each followed by its ac2g flow start (ph "s", id = correlation), and the
     GPU ops (cat kernel / gpu_memcpy / gpu_memset) with their ac2g flow end (ph "f", bp "e"),
     gpu_user_annotation ProfilerStep#N, then the process/thread metadata (ph "M"), the Trace
@@ -43,6 +48,7 @@ transformer training run (with record_shapes and with_stack):
 import argparse
 import gzip
 import random
+import re
 import sys
 
 T0_NS = 1365627862757064  # ts origin, in ns (the order of magnitude Kineto writes, in us)
@@ -235,7 +241,7 @@ def strides(dims):
 
 
 class Site:
-    __slots__ = ("stack", "launches", "thread", "module", "pyfile", "cpu_us", "nccl")
+    __slots__ = ("stack", "launches", "thread", "module", "pyfile", "cpu_us", "nccl", "mem")
 
     def __init__(self, stack, launches, thread=MAIN_TID, module=None, pyfile=None, cpu_us=12.0,
                  nccl=None):
@@ -246,6 +252,7 @@ class Site:
         self.pyfile = pyfile      # python_function source frame name (or None)
         self.cpu_us = cpu_us      # host time of the innermost op around the launches
         self.nccl = nccl          # collective args text (or None)
+        self.mem = None           # what it does to the allocator (set_memory)
 
 
 def build_program(v, rng, layers, hidden, seq, batch, world):
@@ -432,7 +439,39 @@ def build_program(v, rng, layers, hidden, seq, batch, world):
                       [(v.memcpy, "gpu_memcpy", MEMCPY_DTOH, "compute", 1.6, None, None, 0, 0, 4),
                        (v.sync, "sync", None, "compute", 0.0, None, None, 0, 0, 0)],
                       cpu_us=10.0))
+    set_memory(sites, tokens, hidden, ffn)
     return sites
+
+
+def set_memory(sites, tokens, hidden, ffn):
+    """What each launch site does to the caching allocator (the [memory] events): a forward op
+    allocates its output, saved for backward ("act"), some with a short-lived workspace
+    ("tmp"); a backward op allocates the gradient of its input and frees the one before it and
+    the activation it used ("bwd"); the optimizer and the gradient norm use temporaries; .item()
+    allocates a few bytes on the host."""
+    fwd = {"aten::copy_": tokens * 8, "aten::index_select": tokens * hidden * 2,
+           "aten::_flash_attention_forward": tokens * hidden * 2 + tokens * 32 * 4,
+           "aten::add": tokens * hidden * 2, "aten::gelu": tokens * ffn * 2,
+           "aten::_log_softmax": tokens * 50304 * 4, "aten::nll_loss_forward": 512}
+    for site in sites:
+        outer, inner = site.stack[0][0], site.stack[-1][0]
+        if site.thread == BWD_TID:
+            if (outer.startswith("autograd::engine::evaluate_function:")
+                    and "AccumulateGrad" not in outer and "AddBackward0" not in outer):
+                site.mem = ("bwd", 0, 0)
+        elif inner == "aten::native_layer_norm":
+            site.mem = ("act", tokens * hidden * 2 + tokens * 8, tokens * 4)
+        elif inner == "aten::addmm":
+            n = int(re.search(r'"Input Dims": \[\[(\d+)\]', site.stack[-1][2]).group(1))
+            site.mem = ("act", tokens * n * 2, 8 << 20)
+        elif inner in fwd:
+            site.mem = ("act", fwd[inner], 0)
+        elif inner == "aten::_foreach_norm":
+            site.mem = ("tmp", 0, 1 << 20)
+        elif inner == "aten::_fused_adamw_":
+            site.mem = ("tmp", 0, 4 << 20)
+        elif inner == "aten::_local_scalar_dense":
+            site.mem = ("host", 0, 4)
 
 
 def nccl_site(v, rng, nparams, world):
@@ -457,7 +496,7 @@ def nccl_site(v, rng, nparams, world):
 
 # ---------------------------------------------------------------------- the simulation
 class State:
-    __slots__ = ("cpu", "fwd_stream", "nccl_stream", "corr", "ext", "ev", "pyid", "seq")
+    __slots__ = ("cpu", "fwd_stream", "nccl_stream", "corr", "ext", "ev", "pyid", "seq", "mem")
 
     def __init__(self):
         self.cpu = T0_NS + 2_000_000
@@ -468,12 +507,84 @@ class State:
         self.ev = 1
         self.pyid = 1
         self.seq = 0
+        self.mem = []
 
     def copy(self):
         s = State()
         for k in State.__slots__:
             setattr(s, k, getattr(self, k))
         return s
+
+
+class Alloc:
+    """The caching allocator as the [memory] events see it: addresses reused by size (blocks
+    rounded to 512 bytes), Total Allocated over a base that predates the trace (parameters,
+    gradients, optimizer state), Total Reserved grown in 2 MiB segments with some slack."""
+
+    def __init__(self, device_type):
+        self.dev = device_type
+        self.total = 21 << 30
+        self.reserved = self.total + (1 << 30)
+        self.host = 0
+        self.next = 0x7F3A00000000
+        self.free = {}
+        self.ev = 10 ** 8
+
+    def event(self, out, ts, nbytes, addr, tid, host=False):
+        if host:
+            self.host += nbytes
+            total, reserved, dev, did = self.host, 0, 0, -1
+        else:
+            self.total += nbytes
+            if self.total + (64 << 20) > self.reserved:
+                self.reserved = ((self.total + (96 << 20)) >> 21) << 21
+            total, reserved, dev, did = self.total, self.reserved, self.dev, 0
+        self.ev += 1
+        out.append((ts, '  {\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": '
+                    '"[memory]",\n    "pid": %d, "tid": %d,\n    "ts": %s,\n    "args": {\n      '
+                    '"Total Reserved": %d, "Total Allocated": %d, "Bytes": %d, "Addr": %d, '
+                    '"Device Id": %d, "Device Type": %d, "Ev Idx": %d\n    }\n  }'
+                    % (PID, tid, us(ts), reserved, total, nbytes, addr, did, dev, self.ev)))
+
+    def alloc(self, out, ts, nbytes, tid, host=False):
+        size = max(512, (nbytes + 511) // 512 * 512)
+        pool = self.free.get(size)
+        if pool:
+            addr = pool.pop()
+        else:
+            addr = self.next
+            self.next += size
+        self.event(out, ts, size, addr, tid, host)
+        return (addr, size, host)
+
+    def release(self, out, ts, block, tid):
+        addr, size, host = block
+        self.free.setdefault(size, []).append(addr)
+        self.event(out, ts, -size, addr, tid, host)
+
+
+def site_memory(site, b, e, tid, alloc, acts, grad, out):
+    """The [memory] events of one site inside its innermost op [b, e); returns the gradient
+    block the next backward op frees."""
+    kind, nbytes, tmp = site.mem
+    if kind == "act":
+        t = alloc.alloc(out, b + 300, tmp, tid) if tmp else None
+        acts.append(alloc.alloc(out, b + 600, nbytes, tid))
+        if t:
+            alloc.release(out, e - 400, t, tid)
+    elif kind == "tmp":
+        alloc.release(out, e - 400, alloc.alloc(out, b + 300, tmp, tid), tid)
+    elif kind == "host":
+        alloc.release(out, e - 400, alloc.alloc(out, b + 300, tmp, tid, host=True), tid)
+    elif kind == "bwd":
+        act = acts.pop() if acts else None
+        new = alloc.alloc(out, b + 300, act[1] if act else 1 << 20, tid)
+        if act:
+            alloc.release(out, b + 500, act, tid)
+        if grad:
+            alloc.release(out, e - 300, grad, tid)
+        grad = new
+    return grad
 
 
 def us(ns):
@@ -484,11 +595,17 @@ def jit(rng, mean_us, sd=0.06):
     return max(1000, int(mean_us * 1000.0 * rng.lognormvariate(0.0, sd)))
 
 
-def simulate(step, st, program, v, rng, want_cpu, want_gpu):
+def simulate(step, st, program, v, rng, want_cpu, want_gpu, alloc=None):
     """Runs one step from state st (updated in place). Returns (cpu events, gpu events), each a
-    list of event texts (only those asked for are rendered), and counters."""
+    list of event texts (only those asked for are rendered), and counters. With an allocator
+    (Alloc), also its [memory] events, in time order, in st.mem (no random draw: the other
+    events are the same with and without)."""
     cpu_out = []
     gpu_out = []
+    mem_out = []
+    acts, grad = [], None
+    nbwd = sum(1 for x in program if x.mem and x.mem[0] == "bwd")
+    seen_bwd = 0
     n_ops = 0
     n_launch = 0
     cs = v.compute_stream
@@ -601,6 +718,19 @@ def simulate(step, st, program, v, rng, want_cpu, want_gpu):
             lt += ldur + jit(rng, 2.0, 0.3)
         end_inner = max(lt, inner + jit(rng, site.cpu_us * 0.6, 0.2))
         end = end_inner + depth * jit(rng, 1.5, 0.3)
+        if alloc is not None and site.mem:
+            # inside the innermost op, as the CPU events below place it
+            b_in, e_in = begin + (depth - 1) * 2500, end - (depth - 1) * 1500
+            grad = site_memory(site, b_in, e_in, site.thread, alloc, acts, grad, mem_out)
+            if site.mem[0] == "bwd":
+                seen_bwd += 1
+                if seen_bwd == nbwd:
+                    # the end of backward: the graph's other activations and the last gradient go
+                    while acts:
+                        alloc.release(mem_out, e_in - 200, acts.pop(), site.thread)
+                    if grad:
+                        alloc.release(mem_out, e_in - 100, grad, site.thread)
+                        grad = None
         if want_cpu:
             if site.pyfile:
                 pb = begin - jit(rng, 4.0, 0.2)
@@ -650,6 +780,8 @@ def simulate(step, st, program, v, rng, want_cpu, want_gpu):
     st.cpu = step_end
     st.fwd_stream = compute_free
     st.nccl_stream = nccl_free
+    mem_out.sort(key=lambda e: e[0])
+    st.mem = [text for _, text in mem_out]
     return cpu_out, gpu_out, n_ops, n_launch
 
 
@@ -774,6 +906,8 @@ def main():
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--world-size", type=int, default=8)
+    ap.add_argument("--no-memory", action="store_true",
+                    help="no [memory] events (a trace profiled without profile_memory)")
     a = ap.parse_args()
     v = Vendor(a.vendor)
     prog_rng = random.Random(a.seed)
@@ -787,9 +921,12 @@ def main():
     # size of a step (both parts), from two trial steps, fixes the number of steps
     probe = State()
     per_step = 0
+    device_type = 6 if a.vendor == "amd" else 1
     for s in range(2):
-        c, g, _, _ = simulate(s, probe, program, v, step_rng(s), True, True)
-        per_step += sum(len(x) + 2 for x in c) + sum(len(x) + 2 for x in g)
+        c, g, _, _ = simulate(s, probe, program, v, step_rng(s), True, True,
+                              None if a.no_memory else Alloc(device_type))
+        per_step += (sum(len(x) + 2 for x in c) + sum(len(x) + 2 for x in g)
+                     + sum(len(x) + 2 for x in probe.mem))
     per_step /= 2.0
     nsteps = max(1, int(round((target - len(head) - 4000) / per_step)))
 
@@ -810,6 +947,18 @@ def main():
         sep = ",\n"
         events += len(c)
     last = max(st.cpu, st.fwd_stream, st.nccl_stream)
+    # then the allocator's [memory] events of every step, in time order (Kineto writes its
+    # instant events after the CPU ops), regenerated from the same seeds
+    if not a.no_memory:
+        alloc = Alloc(device_type)
+        for s in range(nsteps):
+            m = starts[s].copy()
+            # the CPU side rendered again (and dropped): its random draws place the ops
+            simulate(s, m, program, v, step_rng(s), True, False, alloc)
+            if m.mem:
+                sink.write(sep + ",\n".join(m.mem))
+                sep = ",\n"
+            events += len(m.mem)
     # pass 2: the CUPTI side (runtime calls, GPU ops, flows), regenerated from the same seeds
     for s in range(nsteps):
         st = starts[s]

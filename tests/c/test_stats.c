@@ -452,6 +452,13 @@ static void test_t_quantile(void) {
   CHECK_NUM(tp_stats_t_quantile(0.95, 3.5), 2.2224334936496007, 1e-12);
   CHECK_NUM(tp_stats_t_quantile(0.975, 30), 2.0422724563012379, 1e-12);
   CHECK_NUM(tp_stats_t_quantile(0.975, 1e6), 1.9599663568141067, 1e-9);
+  // A huge df, where the incomplete beta has no digits left: the normal quantile at infinity
+  // (1.959963984540054, mpmath) and z + (z^3 + z) / (4 df) below it, whose next term
+  // (5z^5 + 16z^3 + 3z) / (96 df^2) is under 1e-15 from df = 1e8 on.
+  CHECK_NUM(tp_stats_t_quantile(0.975, INFINITY), 1.959963984540054, 1e-13);
+  CHECK_NUM(tp_stats_t_quantile(0.025, INFINITY), -1.959963984540054, 1e-13);
+  CHECK_NUM(tp_stats_t_quantile(0.975, 1e8), 1.9599640082627663, 1e-12);
+  CHECK_NUM(tp_stats_t_quantile(0.975, 1e300), 1.959963984540054, 1e-13);
   CHECK_NUM(tp_stats_t_quantile(0.6, 0.5), 0.39797542678479059, 1e-12);
   // df = 1: tan(pi (p - 1/2)); p = 1 - 1e-10 as a double.
   CHECK_NUM(tp_stats_t_quantile(1 - 1e-10, 1), 3183098598.4671478, 1e-12);

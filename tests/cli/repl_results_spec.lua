@@ -236,6 +236,25 @@ describe('tplua repl (no terminal)', function()
     assert.truthy(out:find('FLOPs per byte moved', 1, true), out)
   end)
 
+  it("prints where a run's memory went, beside the plan's estimate", function()
+    local r = h.run({ 'repl', h.fixture('results/profiled') },
+      { stdin = table.concat({
+        "print(R:run('amd-primus-prof'):memory())",
+        "m = R:run('nvd-megatron-prof'):memory()",
+        "print('peak', m.primary.label, m.primary.peak, m.primary.peak_op.name)",
+        "print(R:run('nvd-megatron-prof').memory.measured.source)",
+      }, '\n') .. '\n' })
+    assert.are.equal(0, r.code, r.stderr)
+    local out = r.stdout
+    assert.truthy(out:find('hip:0: peak 2.067 GiB, ', 1, true), out)
+    assert.truthy(out:find('against the plan\'s estimate (tp.plan.memory; measured from the '
+      .. 'profiler trace):', 1, true), out)
+    assert.truthy(out:find('total (the peak) 2.067 GiB measured vs 75.126 GiB estimated', 1,
+      true), out)
+    assert.truthy(out:find('peak\tcuda:0\t2088508416\taten::mul', 1, true), out)
+    assert.truthy(out:find('> trace\n', 1, true), out)
+  end)
+
   it('names an unknown column of R:table and lists the known ones, then carries on', function()
     local r = h.run({ 'repl', h.fixture('results/fair') },
       { stdin = "R:table{'id', 'tokens'}\nprint(R:table{'id', 'mfu'})\n" })

@@ -296,8 +296,33 @@ describe('tplua report', function()
     if have_python() then
       assert.is_nil(xml_errors({ pout .. '/roofline.svg' }))
     end
+    -- Memory: measured (the traces' allocator events) beside the plan's estimate, the two
+    -- platforms side by side with their ops matched, one step of each on one plot.
+    local memsec = dom:match('<section id="memory%-analysis">(.-)</section>')
+    assert.truthy(memsec, 'no memory section in the rendered page')
+    assert.truthy(memsec:find('<td>nvd-megatron-prof</td>\n<td>nvd</td>\n<td>profiler trace</td>'
+      .. '\n<td>cuda:0</td>\n<td class="num">1.945 GiB</td>', 1, true), memsec)
+    assert.truthy(memsec:find('<td>amd-primus-prof</td>\n<td>amd</td>\n<td>profiler trace</td>'
+      .. '\n<td>hip:0</td>\n<td class="num">2.067 GiB</td>', 1, true), memsec)
+    assert.truthy(memsec:find('<h3>nvd against the plan</h3>', 1, true), memsec)
+    assert.truthy(memsec:find('total (the peak) 1.945 GiB measured vs 75.126 GiB estimated', 1,
+      true), memsec)
+    assert.truthy(memsec:find('<h3>nvd and amd side by side</h3>', 1, true), memsec)
+    assert.truthy(memsec:find('<td>aten::addmm</td>\n<td>[1024] [8944,1024] [1024,1024]</td>', 1,
+      true), memsec)
+    assert.truthy(memsec:find('the traces may be of another run', 1, true), memsec)
+    for _, series in ipairs({ 'nvd step 6 allocated', 'amd step 6 reserved' }) do
+      assert.truthy(memsec:find('>' .. series .. '</text>', 1, true), series)
+    end
+    assert.truthy(memsec:find('<a href="memory_step.png">PNG</a>', 1, true), memsec)
+    local mw, mh = png_size(pout .. '/memory_step.png')
+    assert.are.equal(900, mw)
+    assert.are.equal(500, mh)
+    if have_python() then
+      assert.is_nil(xml_errors({ pout .. '/memory_step.svg' }))
+    end
     local _, psvg = dom:gsub('<svg ', '')
-    assert.are.equal(#PLOTS + 3, psvg)
+    assert.are.equal(#PLOTS + 4, psvg)
     local pshot = pout .. '/screenshot.png'
     local ps = chromium({ '--screenshot=' .. pshot, '--window-size=1280,2000' },
       'file://' .. pout .. '/report.html')
@@ -316,6 +341,10 @@ describe('tplua report', function()
     assert.truthy(md:find('| aten::mm | [8944,1024] [1024,2816] | bf16 | 48 | 4.055 | 610.7 |',
       1, true), md)
     assert.truthy(md:find("![Each op against its GPU's limits (roofline)](roofline.png)", 1,
+      true), md)
+    assert.truthy(md:find('| nvd-megatron-prof | nvd | profiler trace | cuda:0 | 1.945 GiB | '
+      .. '2.449 GiB | 80.000 GiB | 77.551 GiB | 75.126 GiB | tight | +3762% |', 1, true), md)
+    assert.truthy(md:find('![GPU memory over one step (profiler traces)](memory_step.png)', 1,
       true), md)
     assert.is_nil(md:find('% of measured peak', 1, true))
 

@@ -291,7 +291,10 @@ describe('a real search on the reference trainer #slow', function()
       end
     end
     assert.are.equal(80, best.iters)
-    assert.is_true(best.lo <= best.estimate and best.estimate <= best.hi)
+    -- A high end that is absent is unbounded (the step-time interval reaches 0, as it does when
+    -- a loaded machine makes the runs noisy).
+    assert.is_true(best.lo <= best.estimate and best.estimate <= (best.hi or math.huge),
+      json.encode(best, { allow_nan = true }))
     assert.is_true(has(r.stdout, 'search nvd: successive halving, eta 2, 20 to 80 iterations'),
       r.stdout)
     assert.is_true(has(r.stdout, 'best: [' .. doc.best .. ']'), r.stdout)

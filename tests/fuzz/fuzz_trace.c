@@ -5,6 +5,9 @@
 // classes' exclusive time plus idle is the window. A second breakdown gives the same figures.
 // The CPU side: op keys within the arena, and the op figures (key id % 2 wanted) consistent:
 // each linked GPU op has one owner, calls have ops, per-call times in order; twice the same.
+// The memory side ([memory] events): every event counted once, per device the peak the highest
+// point of its curve (in time order, bounded), the peak's categories adding up to it, the steps'
+// and the ops' figures adding up to the device's.
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +18,12 @@
 #include "trace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+// a + b, or INT64_MAX past it (as the engine sums sizes).
+static int64_t tp_trace_add_capped_(int64_t a, int64_t b) {
+  int64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
+}
 
 #define REQUIRE(c)                                                                                 \
   do {                                                                                             \
@@ -181,6 +190,61 @@ static void check_collectives(const TpTrace *t) {
   }
 }
 
+static void check_memory(const TpTrace *t) {
+  const TpTraceMem *m = tp_trace_memory(t);
+  REQUIRE(m->ndevices <= TP_TRACE_MEM_DEVICES);
+  uint64_t events = m->skipped + m->other_devices;
+  for (size_t d = 0; d < m->ndevices; d++) {
+    const TpTraceMemDevice *dv = &m->devices[d];
+    events += dv->events;
+    REQUIRE(dv->events > 0 && dv->allocs + dv->frees <= dv->events);
+    REQUIRE(dv->peak >= 0 && dv->reserved_max >= 0 && dv->live_end >= 0);
+    REQUIRE(dv->peak_key <= t->nkeys && dv->peak_phase < TP_TRACE_PHASES);
+    REQUIRE(dv->peak_step == TP_TRACE_NO_STEP || dv->peak_step < t->nsteps);
+    REQUIRE(dv->ncurve > 0 && dv->ncurve <= 2 * 4096 && dv->curve_stride >= 1);
+    int64_t top = INT64_MIN, tracked = 0, sum = 0;
+    for (size_t i = 0; i < dv->ncurve; i++) {
+      REQUIRE(i == 0 || dv->curve[i - 1].ts <= dv->curve[i].ts);
+      top = dv->curve[i].allocated > top ? dv->curve[i].allocated : top;
+    }
+    REQUIRE(top == dv->peak);
+    for (int c = 0; c < TP_TRACE_MEM_CATS; c++) {
+      REQUIRE(dv->at_peak[c] >= 0 && dv->cat_bytes[c] >= 0);
+      tracked += c == TP_TRACE_MEM_BEFORE ? 0 : dv->at_peak[c];
+      sum += dv->at_peak[c];
+    }
+    REQUIRE(tracked > dv->peak || sum == dv->peak);
+    uint64_t step_events = 0, step_allocs = 0;
+    for (size_t i = 0; i < m->nsteps; i++) {
+      const TpTraceMemStep *st = &m->steps[i];
+      REQUIRE(st->device < m->ndevices);
+      REQUIRE(st->step == TP_TRACE_NO_STEP || st->step < t->nsteps);
+      REQUIRE(i == 0 || m->steps[i - 1].step <= st->step);
+      if (st->device == d) {
+        step_events += st->events;
+        step_allocs += st->allocs;
+        REQUIRE(st->held >= 0 && st->temporary >= 0 && st->peak >= 0);
+        REQUIRE(st->alloc_bytes == INT64_MAX || st->held <= st->alloc_bytes);
+      }
+    }
+    REQUIRE(step_events == dv->events && step_allocs == dv->allocs);
+    int64_t op_bytes = 0;
+    uint64_t op_allocs = 0;
+    for (size_t i = 0; i < m->nops; i++) {
+      const TpTraceMemOp *o = &m->ops[i];
+      REQUIRE(o->device < m->ndevices && o->key <= t->nkeys);
+      if (o->device == d) {
+        op_bytes = tp_trace_add_capped_(op_bytes, o->bytes);
+        op_allocs += o->allocs;
+        REQUIRE(o->at_peak >= 0 && o->live_end >= 0 && o->temporary >= 0);
+      }
+    }
+    REQUIRE(op_allocs == dv->allocs);
+    REQUIRE(op_bytes == dv->alloc_bytes || dv->alloc_bytes == INT64_MAX);
+  }
+  REQUIRE(events == m->events);
+}
+
 static bool same_breakdown(const TpTraceBreakdown *a, const TpTraceBreakdown *b, size_t nnames) {
   if (a->nsteps != b->nsteps || memcmp(&a->whole, &b->whole, sizeof(a->whole)) != 0) {
     return false;
@@ -264,6 +328,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(class_of);
   check_cpu(t);
   check_collectives(t);
+  check_memory(t);
   tp_trace_free(t);
   free(copy);
   return 0;

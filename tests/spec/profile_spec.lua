@@ -53,7 +53,7 @@ describe('tp.profile.normalize (the recipe field)', function()
       assert.is_nil(p)
       return err
     end
-    assert.are.equal("unknown field 'output' (tool, steps)",
+    assert.are.equal("unknown field 'output' (tool, steps, memory)",
       err_of({ tool = 'torch', output = '/x' }))
     assert.are.equal("tool: one of torch, nsys, rocprofv3 expected, got 'perf'",
       err_of({ tool = 'perf' }))
@@ -61,6 +61,44 @@ describe('tp.profile.normalize (the recipe field)', function()
       err_of({ tool = 'torch', steps = { 2.5, 3 } }))
     assert.are.equal('{ tool = ..., steps = { first, last } } or false expected, got string',
       err_of('torch'))
+  end)
+end)
+
+describe('profile memory (the allocator\'s events)', function()
+  local REF = { argv = { '/usr/bin/python3', 'reftrain.py' }, env = {}, parser = 'megatron' }
+
+  it('is read from the flag and the field, and written back', function()
+    assert.are.same({ tool = 'torch', steps = { 2, 3 }, memory = true },
+      profile.parse('torch:2-3,memory'))
+    assert.are.same({ tool = 'torch', memory = true }, profile.parse('torch,memory'))
+    assert.are.equal('torch:2-3,memory', profile.format(profile.parse('torch:2-3,memory')))
+    local p, err = profile.parse('nsys,memory')
+    assert.is_nil(p)
+    assert.are.equal("'nsys,memory': memory needs the torch tool (torch:5-7,memory)", err)
+    assert.are.same({ tool = 'torch', steps = { 1, 2 }, memory = true },
+      profile.normalize({ tool = 'torch', steps = { 1, 2 }, memory = true }))
+    assert.are.same({ nil, "memory: needs tool = 'torch' (the PyTorch profiler's "
+      .. 'profile_memory)' }, { profile.normalize({ tool = 'nsys', memory = true }) })
+    assert.are.same({ nil, 'memory: true or false expected, got string' },
+      { profile.normalize({ tool = 'torch', memory = 'yes' }) })
+  end)
+
+  it('asks the reference trainer for it, and refuses the frameworks it cannot reach', function()
+    local out = profile.apply('reference', REF,
+      { tool = 'torch', steps = { 2, 3 }, output = '/r/p', memory = true })
+    assert.are.equal('--profile-memory', out.argv[#out.argv])
+    local cmd, info = profile.for_run('reference', REF, { tool = 'torch', steps = { 2, 3 },
+      memory = true }, '/r/p')
+    assert.truthy(cmd)
+    assert.is_true(info.memory)
+    assert.is_true(profile.record(info).memory)
+    local none = profile.for_run('reference', REF, { tool = 'torch', steps = { 2, 3 } }, '/r/p')
+    assert.is_nil(table.concat(none.argv, ' '):find('--profile-memory', 1, true))
+    local bad, why = profile.for_run('megatron', { argv = { 'pretrain_gpt.py' }, env = {} },
+      { tool = 'torch', steps = { 2, 3 }, memory = true }, '/r/p')
+    assert.is_nil(bad)
+    assert.truthy(why:find('profile: megatron: memory cannot be asked of its profiler', 1,
+      true), why)
   end)
 end)
 

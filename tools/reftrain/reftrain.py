@@ -18,8 +18,10 @@ Exit status: 0 done, 1 a failure (the reason on stderr), 2 bad arguments.
 import argparse
 import contextlib
 import datetime
+import json
 import math
 import os
+import re
 import struct
 import sys
 import time
@@ -91,6 +93,8 @@ def parse_args(argv):
     a("--profile-step-end", type=int, default=12)
     a("--profile-ranks", type=int, nargs="+", default=None, help="the ranks that profile (all)")
     a("--profile-dir", default="profile", help="where rank<r>_trace.json are written")
+    a("--profile-memory", action="store_true",
+      help="with --use-pytorch-profiler: also the allocator's events (profile_memory=True)")
     args = p.parse_args(argv)
     if args.tensor_model_parallel_size != 1 or args.pipeline_model_parallel_size != 1:
         p.error("only tensor and pipeline parallel size 1 are supported (data parallel only)")
@@ -285,21 +289,34 @@ class Profiler:
     """Megatron's profiling window: from the step after --profile-step-start completed
     iterations to the end of iteration --profile-step-end, with torch.profiler (one Chrome trace
     per rank, <--profile-dir>/rank<r>_trace.json) or between cudaProfilerStart and
-    cudaProfilerStop, which nsys --capture-range=cudaProfilerApi records."""
+    cudaProfilerStop, which nsys --capture-range=cudaProfilerApi records. Each profiled
+    iteration runs inside a ProfilerStep#<iteration> annotation, as torch.profiler's schedule
+    marks its steps. With --profile-memory the profiler also records the allocator's events
+    (profile_memory=True): Kineto writes them as [memory] events; a torch built without Kineto
+    (Debian's 1.13) still collects them, and the trace is then written here in Kineto's format
+    from the profiler's own records (KinetoWriter)."""
 
     def __init__(self, a, rank, device):
         self.on = a.profile and (a.profile_ranks is None or rank in a.profile_ranks)
         self.torch = a.use_pytorch_profiler
+        self.memory = a.profile_memory
         self.first, self.last = a.profile_step_start + 1, a.profile_step_end
         self.path = os.path.join(a.profile_dir, "rank%d_trace.json" % rank)
-        self.device, self.rank, self.prof = device, rank, None
+        self.device, self.rank, self.prof, self.step = device, rank, None, None
         if self.on and not self.torch and device.type != "cuda":
             say(rank, "WARNING: reftrain: --profile without --use-pytorch-profiler marks the "
                 "steps for nsys (cudaProfilerStart/Stop): nothing is traced on CPU")
 
     def begin(self, it):
-        if not self.on or it != self.first:
+        if not self.on or not self.first <= it <= self.last:
             return
+        if it == self.first:
+            self.start()
+        if self.prof is not None and self.prof != "cuda":
+            self.step = torch.autograd.profiler.record_function("ProfilerStep#%d" % it)
+            self.step.__enter__()
+
+    def start(self):
         if not self.torch:
             if self.device.type == "cuda":
                 torch.cuda.profiler.start()
@@ -308,10 +325,17 @@ class Profiler:
         acts = [torch.profiler.ProfilerActivity.CPU]
         if self.device.type == "cuda":
             acts.append(torch.profiler.ProfilerActivity.CUDA)
-        self.prof = torch.profiler.profile(activities=acts, record_shapes=True)
+        if self.memory and not torch.autograd.kineto_available():
+            self.prof = KinetoWriter(self.rank)
+        else:
+            self.prof = torch.profiler.profile(activities=acts, record_shapes=True,
+                                               profile_memory=self.memory)
         self.prof.start()
 
     def end(self, it, last=False):
+        if self.step is not None:
+            self.step.__exit__(None, None, None)
+            self.step = None
         if self.prof is None or (it != self.last and not last):
             return
         if self.prof == "cuda":
@@ -324,6 +348,79 @@ class Profiler:
             say(self.rank, "> profiler: steps %d-%d traced, rank 0 trace %s"
                 % (self.first, it, self.path))
         self.prof = None
+
+
+class KinetoWriter:
+    """The PyTorch profiler's CPU collection (record_shapes, profile_memory) where torch has no
+    Kineto to write its trace: the profiler's own records (torch._C._autograd: the ops with
+    their thread, times, scope and input shapes; the allocator's events with address, bytes,
+    totals and device) written as Kineto writes them: cpu_op / user_annotation complete events,
+    [memory] instant events (cat cpu_instant_event: Addr, Bytes, Total Allocated, Total
+    Reserved, Device Type, Device Id), times in microseconds with nanoseconds."""
+
+    DEVICE_TYPES = {"cpu": 0, "cuda": 1, "hip": 6}
+
+    def __init__(self, rank):
+        self.rank, self.result = rank, None
+        from torch._C._profiler import (ProfilerActivity, ProfilerConfig, ProfilerState,
+                                        _ExperimentalConfig)
+        self.config = ProfilerConfig(ProfilerState.KINETO, True, True, False, False, False,
+                                     _ExperimentalConfig())
+        self.acts = {ProfilerActivity.CPU}
+
+    def start(self):
+        from torch._C._autograd import _enable_profiler, _prepare_profiler
+        _prepare_profiler(self.config, self.acts)
+        _enable_profiler(self.config, self.acts)
+
+    def stop(self):
+        from torch._C._autograd import _disable_profiler
+        self.result = _disable_profiler()
+
+    @staticmethod
+    def us(ns):
+        return "%d.%03d" % divmod(ns, 1000)
+
+    def events(self):
+        pid = os.getpid()
+        out = []
+        stack = list(reversed(self.result.experimental_event_tree()))
+        while stack:
+            n = stack.pop()
+            stack.extend(reversed(n.children))
+            ef = n.extra_fields
+            kind = type(ef).__name__
+            if kind == "_ExtraFields_TorchOp":
+                user = ef.scope == torch._C._profiler.RecordScope.USER_SCOPE
+                args = {"External id": n.correlation_id, "Sequence number": ef.sequence_number}
+                if not user:
+                    args["Input Dims"] = ef.inputs.shapes
+                    args["Input type"] = ef.inputs.dtypes
+                out.append((n.start_time_ns, {
+                    "ph": "X", "cat": "user_annotation" if user else "cpu_op", "name": n.name,
+                    "pid": pid, "tid": n.start_tid, "ts": self.us(n.start_time_ns),
+                    "dur": self.us(max(0, n.duration_time_ns)), "args": args}))
+            elif kind == "_ExtraFields_Allocation":
+                dev = ef.device
+                out.append((n.start_time_ns, {
+                    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+                    "pid": pid, "tid": n.start_tid, "ts": self.us(n.start_time_ns),
+                    "args": {"Total Reserved": ef.total_reserved,
+                             "Total Allocated": ef.total_allocated, "Bytes": ef.alloc_size,
+                             "Addr": ef.ptr,
+                             "Device Id": -1 if dev.index is None else dev.index,
+                             "Device Type": self.DEVICE_TYPES.get(dev.type, -1)}}))
+        out.sort(key=lambda e: (e[1]["ph"] == "i", e[0]))  # ops first, then memory, as Kineto
+        return [e for _, e in out]
+
+    def export_chrome_trace(self, path):
+        doc = {"schemaVersion": 1, "traceEvents": self.events(), "traceName": path,
+               "displayTimeUnit": "ms"}
+        text = json.dumps(doc)
+        # Times as Kineto writes them: numbers in microseconds with three decimals.
+        text = re.sub(r'"(ts|dur)": "(-?\d+\.\d{3})"', r'"\1": \2', text)
+        with open(path, "w") as f:
+            f.write(text)
 
 
 def lr_at(a, it):

@@ -23,7 +23,7 @@ M.SUMMARY_FIELDS = {
 -- Nested tables kept with the summary (small: a few dozen scalars each).
 local KEPT_TABLES = { 'training_config', 'performance_metrics', 'memory_metrics',
   'energy_metrics', 'cost_metrics', 'gpu_info', 'source', 'diagnostics', 'environment',
-  'profile' }
+  'profile', 'memory' }
 
 local function is_null(v)
   return rawequal(v, null)

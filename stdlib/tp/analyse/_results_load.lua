@@ -146,9 +146,45 @@ function Run:ops()
   return require('tp.analyse.ops').printable(a.ops)
 end
 
+--- Returns where the run's GPU memory went, from the allocator's events in its profiler traces
+--- (tp.analyse.memory: per device the peaks, when and in which op, what was live then by
+--- category, per step and per op; the rank with the largest peak), read on first call; it
+--- prints as `tplua trace --memory` does, with the run's measurement against the plan's
+--- estimate (`against_plan`) when its record or config gives one. nil and the reason when the
+--- run was not profiled or its traces hold no memory event.
+---```lua
+---R[1]:memory()                       -- the text
+---R[1]:memory().primary.peak         -- bytes at the main device's peak
+---```
+---@return table|nil memory, string? err
+function Run:memory()
+  local a, err = require('tp.analyse.profiled').trace(self)
+  if not a then
+    return nil, err
+  end
+  local memory = require('tp.analyse.memory')
+  local m = memory.of_run(a)
+  if not m then
+    return nil, 'its traces hold no [memory] events (profile with profile_memory=True; '
+      .. 'docs/memory.md)'
+  end
+  local mem = m.memory
+  local est = memory.estimate_of(self)
+  if est then
+    mem.against_plan = memory.against_plan(memory.summary(a), est)
+  end
+  return memory.printable(mem)
+end
+
 for k, f in pairs(Run) do
   RUN_COMPLETE[k] = f
 end
+
+-- A record's `memory` member (its estimate and measurement) shadows the method of that name:
+-- the member answers the call for it, so `run.memory.measured` and `run:memory()` both work.
+local MEMORY_MEMBER = { __name = 'tp.results.RunMemory', __call = function(_, run)
+  return Run.memory(run)
+end }
 
 --- Returns true when `v` is a run of a result set.
 ---@param v any
@@ -270,6 +306,9 @@ local function apply(set, outcome, path, root, st)
       run[k] = v
     end
     run.path = path
+    if type(run.memory) == 'table' and getmetatable(run.memory) == nil then
+      setmetatable(run.memory, MEMORY_MEMBER)
+    end
     FILE[run] = { path = path, size = st.size, mtime = st.mtime, kind = outcome.file_kind,
       root = root }
     set.runs[#set.runs + 1] = setmetatable(run, RUN_MT)
@@ -279,7 +318,8 @@ end
 --- Name of the summary index `load` keeps in a directory when asked (`opts.index`).
 M.INDEX_NAME = '.tplua-results-index.json'
 -- /2: tplua's own documents (COMPANIONS) are cached as 'companion', no longer as 'skipped'.
-local INDEX_SCHEMA = 'tplua.results-index/2'
+-- /3: a run's summary keeps its record's `memory` member (docs/memory.md).
+local INDEX_SCHEMA = 'tplua.results-index/3'
 
 -- The entries of a directory's index ({[file name] = {size, mtime, outcome}}), or {} when it is
 -- missing, unreadable or of another version: the index is a cache, never a source of truth.

@@ -14,8 +14,8 @@ local M = {}
 
 --- Returns true when tp.analyse.trace reads the file: PyTorch profiler (Kineto) JSON
 --- (`rank0_trace.json`, `x.pt.trace.json.gz`), Nsight Systems SQLite exports (`.sqlite`) and
---- rocprofv3 kernel traces (`rank0_kernel_trace.csv`), gzip or not; not nsys reports or
---- Perfetto files.
+--- rocprofv3 kernel traces (`rank0_kernel_trace.csv`), gzip or not; not nsys reports,
+--- Perfetto files or PyTorch's memory-timeline exports (`*.raw.json.gz`).
 ---```lua
 ---tp.analyse.profiled.is_readable('rank0_trace.json')       --> true
 ---tp.analyse.profiled.is_readable('nsys_rank0.sqlite')      --> true
@@ -26,6 +26,9 @@ local M = {}
 function M.is_readable(path)
   if type(path) ~= 'string' then
     return false
+  end
+  if require('tp.analyse._memory_timeline').is_timeline_name(path) then
+    return false  -- PyTorch's memory timeline: tp.analyse.memory reads it, not as a trace
   end
   local p = path:gsub('%.gz$', '')
   return p:find('%.json$') ~= nil or p:find('%.sqlite$') ~= nil
@@ -89,10 +92,12 @@ function M.for_record(summary, base)
 end
 
 --- Analyses the trace files of one run (one per rank) and returns the summary its record keeps
---- as `profile.analysis` (M.for_record of tp.analyse.trace.summary). Returns nil when none of
---- the files is a Kineto trace (nothing to analyse: an nsys or rocprofv3 profile), nil and a
---- message when none can be read. tp.experiment gives it to each profiled run (the run's
---- `profile.analyse`), and the record writer calls it before writing the record.
+--- as `profile.analysis` (M.for_record of tp.analyse.trace.summary), then nil and, when the
+--- traces hold the allocator's events, the memory its record keeps as `memory.measured`
+--- (tp.analyse.memory.summary). Returns nil when none of the files is a Kineto trace (nothing to
+--- analyse: an nsys or rocprofv3 profile), nil and a message when none can be read.
+--- tp.experiment gives it to each profiled run (the run's `profile.analyse`), and the record
+--- writer calls it before writing the record.
 ---```lua
 ---local s = tp.analyse.profiled.summarise({ 'out/nvd/x/profile/rank0_trace.json' }, 'out')
 ---print(s.gpu, s.ranks, s.window_ms)
@@ -114,7 +119,16 @@ function M.summarise(paths, base)
   if not run then
     return nil, err
   end
-  return M.for_record(trace.summary(run), base)
+  local s = M.for_record(trace.summary(run), base)
+  -- Where the memory went, when the traces hold the allocator's events (docs/memory.md): the
+  -- record's `memory.measured`.
+  local mem = require('tp.analyse.memory').summary(run)
+  if mem then
+    for i, w in ipairs(mem.warnings) do
+      mem.warnings[i] = relative_text(w, base)
+    end
+  end
+  return s, nil, mem
 end
 
 -- Per run (weak keys): the summary made from its traces, and the analysis of its traces.
@@ -519,6 +533,31 @@ function M.section(set, cmp, opts)
     sec.explanations[#sec.explanations + 1] = x
   end
   return sec
+end
+
+--- The memory section of a comparison (tp.analyse._memory_section): each run's measured
+--- memory per GPU (its traces' allocator events, else its log's peaks) beside the plan's
+--- estimate, the measurement against the estimate by component for each group's first run with
+--- both, and the groups' traces side by side (tp.analyse.memory.compare). nil when no run has a
+--- measurement or an estimate. `cmp` as for M.section.
+---```lua
+---local mem = tp.analyse.profiled.memory_section(set, cmp)
+---for _, r in ipairs(mem and mem.runs or {}) do print(r.id, r.source, r.peak_allocated) end
+---```
+---@param set table a tp.results ResultSet
+---@param cmp? table
+---@return table|nil
+function M.memory_section(set, cmp)
+  return require('tp.analyse._memory_section').section(set, cmp, function(r)
+    return M.trace(r)
+  end)
+end
+
+--- A copy of a memory section for JSON (each group without the whole memory of its trace).
+---@param sec table
+---@return table
+function M.memory_section_for_json(sec)
+  return require('tp.analyse._memory_section').for_json(sec)
 end
 
 --- The classes of a summary by exclusive time per step, largest first: {{name=, kind=, ms=}}.

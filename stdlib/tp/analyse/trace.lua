@@ -205,6 +205,7 @@ function M.open(path, opts)
     end
   end
   local cpu_steps = tr:steps()
+  local memory = require('tp.analyse.memory').of_trace(tr, devices, cpu_steps, path)
   tr:close()
   local a = {
     path = path,
@@ -218,6 +219,7 @@ function M.open(path, opts)
     warnings = {},
     ops = op_table,
     collectives = comm,
+    memory = memory,
   }
   for i, c in ipairs(classes) do
     a.classes[i] = { name = c.name, kind = c.kind }

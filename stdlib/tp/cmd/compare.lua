@@ -331,6 +331,8 @@ function M.run(args)
   -- The profiled runs' trace analysis: each group's breakdown, the explanation of each gap.
   local profiled = require('tp.analyse.profiled')
   local profile = profiled.section(set, cmp)
+  -- Memory per GPU: measured (traces, else logs) beside the plan's estimate (docs/memory.md).
+  local memory = profiled.memory_section(set, cmp)
 
   if opts.csv then
     local csv = require('tp.analyse.compare_csv')
@@ -383,6 +385,7 @@ function M.run(args)
       comparison = cmp,
       stack = stack,
       profile = profile or json.null,
+      memory = memory and profiled.memory_section_for_json(memory) or json.null,
       searches = json.array(searches),
       valid = audit.valid,
       exit_status = status,
@@ -426,6 +429,10 @@ function M.run(args)
   out:write('\n')
   if profile then
     out:write(require('tp.present.trace').section_text(profile))
+    out:write('\n')
+  end
+  if memory then
+    out:write(require('tp.present.memory').section_text(memory))
     out:write('\n')
   end
   for _, doc in ipairs(searches) do

@@ -9,10 +9,10 @@ M.summary = 'break profiler traces down (idle, compute, communication, kernels) 
 M.usage = [[
 usage: tplua trace FILE|DIR... [--json] [--step N] [--top K] [--rules FILE] [--idle] [--gap US]
                   [--ops] [--roofline PATH] [--peaks FILE|DIR] [--models FILE]
-                  [--collectives]
+                  [--collectives] [--memory]
        tplua trace --compare A B [--label-a NAME] [--label-b NAME] [--json] [--top K] [--gap US]
                   [--rules FILE] [--roofline PATH] [--peaks FILE|DIR] [--models FILE]
-                  [--collectives]
+                  [--collectives] [--memory]
 
 Reads profiler traces with the engine's streaming reader: PyTorch profiler traces (Kineto
 Chrome-trace JSON as torch.profiler writes it on CUDA and ROCm: .json, .json.gz,
@@ -33,6 +33,12 @@ that launched it (Kineto traces with record_shapes=True), per (op, shapes, dtype
 GPU time, FLOPs and bytes per call from the op's performance model, TFLOP/s and TB/s, % of the
 roofline limit of the GPU's catalog peak for its precision (and of a measured one, --peaks),
 compute- or memory-bound; per class the time-weighted efficiency.
+With --memory, where the memory goes instead (traces written with profile_memory=True): per
+device the peak of the allocated memory (when: step, phase, op; what was live then by category:
+held before the trace, activations, gradients, optimizer state, temporaries), the reserved peak
+and the allocator's slack, headroom against the GPU's capacity, per step what was allocated,
+held at its end and short-lived, and the ops that allocate most; a memory-timeline export of
+PyTorch (export_memory_timeline: *.raw.json.gz) is read too. docs/memory.md.
 With --compare, A and B are two runs (a file, or a DIR of rank files, each): the table of
 time per class per step on each side and the difference, rows adding up to the difference
 in step time, largest first; then the same ops paired across the two (they run different
@@ -65,6 +71,8 @@ options:
                       ops.model { name = 'my::gemm', class = 'gemm', category = 'GEMM',
                         fn = function(op) return { flops = ..., bytes = ...,
                           precision = 'bf16', compute = 'matrix' } end }
+  --memory          where the memory goes (the allocator's [memory] events): peaks, categories,
+                    steps, ops; with --compare, both runs side by side and the ops matched
   --compare         explain the difference between the runs A and B (B against A)
   --label-a NAME    name of A in the explanation (default: its file or directory name)
   --label-b NAME    name of B
@@ -83,12 +91,17 @@ examples:
   tplua trace rank0.pt.trace.json.gz --ops --top 20 --peaks results/peaks
   tplua trace --compare traces/h100 traces/mi300x --label-a H100 --label-b MI300X
   tplua trace --compare traces/h100 traces/mi300x --roofline roofline.svg
+  tplua trace rank0.pt.trace.json.gz --memory
+  tplua trace --compare traces/h100 traces/mi300x --memory
 ]]
 
 local SPEC = { idle = 'boolean', gap = 'number', json = 'boolean', step = 'integer',
   top = 'integer', compare = 'boolean',
   label_a = 'string', label_b = 'string', rules = 'string', help = 'boolean', ops = 'boolean',
-  roofline = 'string', peaks = 'string', models = 'string', collectives = 'boolean' }
+  roofline = 'string', peaks = 'string', models = 'string', collectives = 'boolean',
+  memory = 'boolean' }
+
+local timelines_out, memory_compare  -- below
 
 local function usage_error(msg)
   return cli.usage_error('trace', msg, M.usage)
@@ -157,7 +170,7 @@ end
 
 -- A JSON-friendly copy of a run's analysis (no functions, no cycles); with `step`, only that
 -- step's breakdown.
-local function for_json(run, step)
+local function for_json(run, step, memory)
   local out = { ranks = {}, errors = run.errors, stragglers = run.stragglers, mean = run.mean,
     warnings = run.warnings, mixed = run.mixed or nil,
     ops = ops_for_json(run.ops), step = step, collectives = run.collectives }
@@ -175,7 +188,8 @@ local function for_json(run, step)
       backend = a.backend, devices = a.devices, info = a.info, gpu = a.gpu,
       warnings = a.warnings, steps = steps, mean = not step and a.mean or nil, whole = a.whole,
       top = a.top, cpu = a.cpu, classes = a.classes, idle = a.idle, checks = a.checks,
-      ops = #run.ranks > 1 and ops_for_json(a.ops) or nil, collectives = a.collectives }
+      ops = #run.ranks > 1 and ops_for_json(a.ops) or nil, collectives = a.collectives,
+      memory = memory and (a.memory or require('tp.json').null) or nil }
   end
   return out
 end
@@ -232,6 +246,76 @@ local function say(msg)
   io.stderr:write(string.format('tplua trace: %s\n', msg))
 end
 
+-- PyTorch's memory-timeline exports (tp.analyse.memory), loaded when --memory asks.
+local timeline = setmetatable({}, { __index = function(_, k)
+  local m = require('tp.analyse.memory')
+  return ({ read = m.read_timeline, is_timeline_name = m.is_timeline_name })[k]
+end })
+
+-- The memory-timeline exports given (PyTorch's export_memory_timeline), read; nil and the exit
+-- status once the error is printed.
+local function timelines_list(paths)
+  local list = {}
+  for _, p in ipairs(paths) do
+    local t, err = timeline.read(p)
+    if not t then
+      io.stderr:write('tplua trace: ', err, '\n')
+      return nil, 1
+    end
+    list[#list + 1] = t
+  end
+  return list
+end
+
+-- Prints the memory-timeline exports given (text, or JSON with --json); the exit status.
+timelines_out = function(paths, opts)
+  local list, code = timelines_list(paths)
+  if not list then
+    return code
+  end
+  if opts.json then
+    local json = require('tp.json')
+    for _, t in ipairs(list) do
+      t.times, t.sizes = json.array(t.times), json.array(t.sizes)
+    end
+    io.stdout:write(json.encode({ schema = 'tplua.trace/2', time_unit = 'ns',
+      timelines = json.array(list) }, { pretty = true }), '\n')
+    return 0
+  end
+  local present_memory = require('tp.present.memory')
+  for _, t in ipairs(list) do
+    io.stdout:write(present_memory.timeline_text(t))
+  end
+  return 0
+end
+
+-- --memory --compare: the two runs' memory side by side (their rank with the largest peak).
+memory_compare = function(runs, labels, inputs, opts)
+  local analyse_memory = require('tp.analyse.memory')
+  local sides = {}
+  for i, run in ipairs(runs) do
+    local m = analyse_memory.of_run(run)
+    if not m then
+      io.stderr:write(string.format('tplua trace: %s: no [memory] events in its traces '
+        .. '(profile with profile_memory=True; docs/memory.md)\n', inputs[i]))
+      return 1
+    end
+    sides[i] = m.memory
+  end
+  local c = analyse_memory.compare(sides[1], sides[2], labels)
+  if opts.json then
+    local json = require('tp.json')
+    c.pairs = json.array(c.pairs)
+    c.only = json.array({ json.array(c.only[1]), json.array(c.only[2]) })
+    c.lines = json.array(c.lines)
+    io.stdout:write(json.encode(require('tp.present.trace').json_doc({ memory = c }),
+      { pretty = true }), '\n')
+  else
+    io.stdout:write(require('tp.present.memory').compare_text(c, { top = opts.top }))
+  end
+  return 0
+end
+
 function M.run(args)
   local opts, inputs = cli.parse(args, SPEC)
   if not opts then
@@ -255,6 +339,10 @@ function M.run(args)
   end
   if opts.gap and opts.gap <= 0 then
     return usage_error('--gap must be a positive number of microseconds')
+  end
+  if opts.memory and (opts.idle or opts.ops or opts.roofline or opts.collectives) then
+    return usage_error('--memory is a view of its own: not with --idle, --ops, --roofline or '
+      .. '--collectives')
   end
   if opts.compare and opts.idle then
     return usage_error('--idle goes with the traces of one run (with --compare, the '
@@ -289,7 +377,8 @@ function M.run(args)
       return 1
     end
   end
-  local want_ops = opts.ops or opts.roofline ~= nil or opts.compare or peaks ~= nil
+  local want_ops = not opts.memory and (opts.ops or opts.roofline ~= nil or opts.compare
+    or peaks ~= nil)
   local json = require('tp.json')
   local present = require('tp.present.trace')
   local present_ops = require('tp.present.ops')
@@ -311,6 +400,9 @@ function M.run(args)
       runs[i] = run
     end
     local labels = { opts.label_a or label_of(inputs[1]), opts.label_b or label_of(inputs[2]) }
+    if opts.memory then
+      return memory_compare(runs, labels, inputs, opts)
+    end
     local e, err = trace.explain(runs[1], runs[2], labels)
     if not e then
       say(err)
@@ -347,14 +439,22 @@ function M.run(args)
     return 0
   end
   local files = {}
+  local timelines = {}
   for _, arg in ipairs(inputs) do
     local list = expand_or_say(arg)
     if not list then
       return 1
     end
     for _, f in ipairs(list) do
-      files[#files + 1] = f
+      if opts.memory and timeline.is_timeline_name(f) then
+        timelines[#timelines + 1] = f
+      else
+        files[#files + 1] = f
+      end
     end
+  end
+  if #files == 0 then
+    return timelines_out(timelines, opts)
   end
   if opts.step then
     aopts.step = opts.step
@@ -391,8 +491,21 @@ function M.run(args)
     end
   end
   if opts.json then
-    io.stdout:write(json.encode(present.json_doc(for_json(run, opts.step)), { pretty = true }),
-      '\n')
+    local doc = for_json(run, opts.step, opts.memory)
+    if opts.memory and #timelines > 0 then
+      local list, status = timelines_list(timelines)
+      if not list then
+        return status
+      end
+      doc.timelines = list
+    end
+    io.stdout:write(json.encode(present.json_doc(doc), { pretty = true }), '\n')
+  elseif opts.memory then
+    io.stdout:write(require('tp.present.memory').run_text(run, { top = opts.top,
+      step = opts.step }))
+    if #timelines > 0 and timelines_out(timelines, opts) ~= 0 then
+      return 1
+    end
   elseif opts.idle then
     io.stdout:write(present.idle_text(run, { step = opts.step }))
   else

@@ -249,6 +249,23 @@ function M.for_config(config, hardware)
   })
 end
 
+--- The compact form of an estimate a run record keeps (`memory.estimate`, docs/record.md):
+--- bytes by component, the capacity and verdict, the model and recompute setting.
+---```lua
+---rec.memory = { estimate = tp.memory.record(tp.memory.for_config(config, 'h100-sxm')) }
+---```
+---@param est table from estimate
+---@return table
+function M.record(est)
+  local json = require('tp.json')
+  local b = est.bytes
+  return { source = 'plan', model = est.model, recompute = est.recompute,
+    bytes = { weights = b.weights, gradients = b.gradients, optimizer = b.optimizer,
+      activations = b.activations, logits = b.logits, total = b.total },
+    capacity_bytes = est.capacity_bytes or json.null, hardware = est.hardware or json.null,
+    status = est.status }
+end
+
 local function gib(x)
   return string.format('%.1f', x / M.GIB)
 end

@@ -3,7 +3,11 @@
 -- arguments, and says where the trace files will appear. Applied to the per-process command an
 -- adapter builds (before tp.launch.torchrun), so each rank writes its own trace.
 --
---   profile = { tool = 'torch' | 'nsys' | 'rocprofv3', steps = { first, last }, output = dir }
+--   profile = { tool = 'torch' | 'nsys' | 'rocprofv3', steps = { first, last }, output = dir,
+--               memory = true }
+--
+-- `memory` (torch only): the PyTorch profiler also records the allocator's events
+-- (profile_memory=True), which tplua reads for where the memory goes (docs/memory.md).
 --
 -- `steps` are 1-based training steps, both included; without `steps` a system profiler
 -- traces the whole run. Recipes set it with a `profile` field or `--profile TOOL[:FIRST-LAST]`
@@ -22,7 +26,7 @@ local function validate(opts, level)
     error('profile: opts must be a table, got ' .. type(opts), level)
   end
   for k in pairs(opts) do
-    if k ~= 'tool' and k ~= 'steps' and k ~= 'output' and k ~= 'path' then
+    if k ~= 'tool' and k ~= 'steps' and k ~= 'output' and k ~= 'path' and k ~= 'memory' then
       error('profile: unknown option ' .. tostring(k), level)
     end
   end
@@ -42,6 +46,12 @@ local function validate(opts, level)
   end
   if opts.path ~= nil and type(opts.path) ~= 'string' then
     error('profile: path must be a string (a PATH-style list)', level)
+  end
+  if opts.memory ~= nil and type(opts.memory) ~= 'boolean' then
+    error('profile: memory must be a boolean', level)
+  end
+  if opts.memory and opts.tool ~= 'torch' then
+    error("profile: memory needs tool = 'torch' (the PyTorch profiler's profile_memory)", level)
   end
 end
 
@@ -131,6 +141,18 @@ end
 
 local function fail(fmt, ...)
   error(string.format(fmt, ...), 0)
+end
+
+-- The frameworks whose PyTorch profiler tplua can ask for the allocator's events.
+local MEMORY = { reference = '--profile-memory' }
+
+-- `profile.memory` for a framework that cannot record it: an error naming why.
+local function memory_unsupported(framework, opts)
+  if opts.memory and not MEMORY[framework] then
+    fail("profile: %s: memory cannot be asked of its profiler (tplua passes profile_memory to "
+      .. "the reference trainer only); profile without memory, or use tool = 'torch' with "
+      .. 'the reference trainer', framework)
+  end
 end
 
 -- Megatron counts `iteration` as completed steps: profiling starts before the step after
@@ -302,6 +324,9 @@ function APPLY.reference(cmd, opts)
     local first, last = megatron_range(s)
     append(out.argv, '--profile', '--use-pytorch-profiler', '--profile-step-start', first,
       '--profile-step-end', last, '--profile-dir', opts.output)
+    if opts.memory then
+      append(out.argv, MEMORY.reference)
+    end
     return out, { join(opts.output, 'rank<RANK>_trace.json') }
   end
   rocprof_whole_run(opts, '', "the trainer's")
@@ -332,6 +357,7 @@ function M.apply(framework, cmd, opts)
   if not fn then
     error("profile.apply: unknown framework '" .. tostring(framework) .. "'", 2)
   end
+  memory_unsupported(framework, opts)
   return fn(cmd, opts)
 end
 
@@ -348,8 +374,9 @@ local function steps_ok(s)
 end
 
 --- Parses the value of the `--profile` flag: `TOOL` or `TOOL:FIRST-LAST` (1-based steps, both
---- included), or `none` (no profiling, whatever the recipe says). Returns the profile
---- `{tool =, steps =}`, false for `none`, or nil and a message.
+--- included), with `,memory` after it for the allocator's events too (torch only), or `none` (no
+--- profiling, whatever the recipe says). Returns the profile `{tool =, steps =, memory =}`,
+--- false for `none`, or nil and a message.
 ---```lua
 ---local p = tp.profile.parse('torch:5-7')  -- { tool = 'torch', steps = { 5, 7 } }
 ---```
@@ -362,14 +389,23 @@ function M.parse(text)
   if text == 'none' then
     return false
   end
+  local memory = false
+  local base = text:match('^(.*),memory$')
+  if base then
+    text, memory = base, true
+  end
   local tool, range = text:match('^([^:]*):(.*)$')
   tool = tool or text
   if not TOOLS[tool] then
     return nil, string.format("unknown tool '%s' (%s, or none)", tool,
       table.concat(M.TOOLS, ', '))
   end
+  if memory and tool ~= 'torch' then
+    return nil, string.format("'%s,memory': memory needs the torch tool (torch:5-7,memory)",
+      text)
+  end
   if range == nil then
-    return { tool = tool }
+    return { tool = tool, memory = memory or nil }
   end
   local a, b = range:match('^(%d+)%-(%d+)$')
   local steps = { math.tointeger(tonumber(a)), math.tointeger(tonumber(b)) }
@@ -377,7 +413,7 @@ function M.parse(text)
     return nil, string.format("'%s': steps must be FIRST-LAST with 1 <= FIRST <= LAST "
       .. '(e.g. %s:5-7)', text, tool)
   end
-  return { tool = tool, steps = steps }
+  return { tool = tool, steps = steps, memory = memory or nil }
 end
 
 --- Formats a profile as the flag writes it: `torch:5-7`, `nsys`.
@@ -385,7 +421,8 @@ end
 ---@return string
 function M.format(profile)
   local s = profile.steps
-  return s and string.format('%s:%d-%d', profile.tool, s[1], s[2]) or profile.tool
+  return (s and string.format('%s:%d-%d', profile.tool, s[1], s[2]) or profile.tool)
+    .. (profile.memory and ',memory' or '')
 end
 
 --- Checks the `profile` field of a recipe or of one of its platforms: `{ tool = 'torch' |
@@ -404,8 +441,8 @@ function M.normalize(v)
     return nil, '{ tool = ..., steps = { first, last } } or false expected, got ' .. type(v)
   end
   for k in pairs(v) do
-    if k ~= 'tool' and k ~= 'steps' then
-      return nil, string.format("unknown field '%s' (tool, steps)", tostring(k))
+    if k ~= 'tool' and k ~= 'steps' and k ~= 'memory' then
+      return nil, string.format("unknown field '%s' (tool, steps, memory)", tostring(k))
     end
   end
   if not TOOLS[v.tool] then
@@ -415,7 +452,14 @@ function M.normalize(v)
   if v.steps ~= nil and not steps_ok(v.steps) then
     return nil, 'steps: { first, last } with 1 <= first <= last expected'
   end
-  return { tool = v.tool, steps = v.steps and { v.steps[1], v.steps[2] } or nil }
+  if v.memory ~= nil and type(v.memory) ~= 'boolean' then
+    return nil, 'memory: true or false expected, got ' .. type(v.memory)
+  end
+  if v.memory and v.tool ~= 'torch' then
+    return nil, "memory: needs tool = 'torch' (the PyTorch profiler's profile_memory)"
+  end
+  return { tool = v.tool, steps = v.steps and { v.steps[1], v.steps[2] } or nil,
+    memory = v.memory or nil }
 end
 
 -- Launchers that start the runs on another machine or in an image: a profiler missing here
@@ -467,12 +511,12 @@ end
 ---@return table|nil cmd, table|string info
 function M.for_run(framework, cmd, profile, output)
   local ok, out, patterns = pcall(M.apply, framework, cmd,
-    { tool = profile.tool, steps = profile.steps, output = output })
+    { tool = profile.tool, steps = profile.steps, output = output, memory = profile.memory })
   if not ok then
     return nil, tostring(out)
   end
   return out, { tool = profile.tool, steps = profile.steps, output = output,
-                patterns = patterns }
+                patterns = patterns, memory = profile.memory }
 end
 
 --- Returns true when a file name is one the profilers write: `*_trace.json` (the reference
@@ -535,7 +579,7 @@ function M.record(info, base)
   end
   return { tool = info.tool, steps = info.steps and json.array({ info.steps[1], info.steps[2] })
     or json.null, output = under(info.output, base), patterns = json.array(patterns),
-    traces = json.array(traces) }
+    traces = json.array(traces), memory = info.memory or nil }
 end
 
 local function absolute(path)

@@ -252,6 +252,8 @@ function M.build(set, opts)
     stack = stack.table(set, { by = by, order = order }),
     -- The profiled runs' trace analysis (nil when no run was profiled).
     profile = profiled.section(set, cmp, { peaks = opts.peaks }),
+    -- Memory per GPU: measured (traces, else logs) beside the plan's estimate, or nil.
+    memory = profiled.memory_section(set, cmp),
     -- nccl-tests / rccl-tests results side by side (tp.analyse.collectives), or nil.
     collectives = collectives,
   }

@@ -286,6 +286,11 @@ function M.html(model, plots, svgs)
   if model.profile then
     add(profile_part.html(model, plots, svgs, esc, html_table))
   end
+  -- Memory per GPU (measured beside the plan's estimate; the traces side by side).
+  if model.memory then
+    add(require('tp.present.memory').html(model.memory, plots.memory_step or {},
+      svgs.memory_step, esc, html_table))
+  end
 
   -- nccl-tests and rccl-tests results side by side.
   if model.collectives then

@@ -117,6 +117,10 @@ function M.markdown(model, plots)
   for _, l in ipairs(profile_part.markdown(model, plots, md_text)) do
     add(l)
   end
+  for _, l in ipairs(require('tp.present.memory').markdown(model.memory, plots.memory_step,
+    md_text)) do
+    add(l)
+  end
   if model.collectives then
     add('## Collectives')
     add()

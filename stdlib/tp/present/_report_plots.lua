@@ -280,10 +280,22 @@ function BUILDERS.roofline(ctx)
   return profile_part.roofline(ctx.profile())
 end
 
+-- One profiled step of two groups: allocated and reserved memory over time (the memory section).
+function BUILDERS.memory_step(ctx)
+  local sec = ctx.memory and ctx.memory()
+  local c = sec and require('tp.present.memory').section_chart(sec)
+  if not c then
+    return { missing = sec and 'no two groups with profiler traces holding memory events'
+      or 'no memory measured' }
+  end
+  return c
+end
+
 local TITLES = { throughput = 'Throughput per GPU', step_time = 'Step-time distributions',
   loss = 'Loss curves', memory = 'Memory', mfu = 'Model FLOPs utilisation',
   lr = 'Learning rate', profile = profile_part.TITLE, roofline = profile_part.ROOFLINE_TITLE,
   idle = profile_part.IDLE_TITLE,
+  memory_step = 'GPU memory over one step (profiler traces)',
   collectives = 'Collective bandwidth (busbw by message size)' }
 
 -- nccl-tests / rccl-tests results: busbw by message size, every platform on one chart
@@ -299,7 +311,7 @@ function BUILDERS.collectives(ctx)
 end
 
 -- The charts the report's profile section shows, not its Plots section.
-local PROFILE_CHARTS = { profile = true, roofline = true, idle = true }
+local PROFILE_CHARTS = { profile = true, roofline = true, idle = true, memory_step = true }
 
 
 --- The chart names `chart` knows: the report's plots (tp.report.PLOTS), 'lr', 'profile',
@@ -346,11 +358,14 @@ function M.charts(model)
   ctx.collectives = function()
     return model.collectives
   end
+  ctx.memory = function()
+    return model.memory
+  end
   local out = {}
   for _, name in ipairs(base.PLOTS) do
     out[#out + 1] = entry(ctx, name)
   end
-  for _, name in ipairs({ 'profile', 'idle', 'roofline', 'collectives' }) do
+  for _, name in ipairs({ 'profile', 'idle', 'roofline', 'memory_step', 'collectives' }) do
     local p = entry(ctx, name)
     if not p.missing then
       out[#out + 1] = p

@@ -3,4 +3,5 @@
 -- offers.
 return require('tp').package('tp.present', {
   'report', 'plot', 'pretty', 'repl', 'results_repl', 'trace', 'search', 'ops', 'collectives',
+  'memory',
 })

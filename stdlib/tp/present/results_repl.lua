@@ -11,6 +11,7 @@ local profiled = require('tp.analyse.profiled')
 local report = require('tp.present.report')
 local plot = require('tp.present.plot')
 require('tp.present.ops')  -- R[1]:ops() prints as its table
+require('tp.present.memory')  -- R[1]:memory() prints as tplua trace --memory
 
 local M = {}
 

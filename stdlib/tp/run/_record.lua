@@ -349,6 +349,7 @@ function Active:build_record(log, status, reason)
       self:analyse_profile(rec)
     end
   end
+  self:memory_record(rec)
   self:record_outputs(rec)
   rec.energy_metrics = self.energy or { measured = false,
     reason = 'no GPU telemetry: ' .. tostring(gpus_info.reason or 'not sampled') }
@@ -412,7 +413,8 @@ end
 --- Adds `profile.analysis` to a record whose run was given a trace analysis (the run's
 --- `profile.analyse`, a function of the trace files and the record's directory returning the
 --- summary, nil when there is nothing to analyse, or nil and a message: tp.experiment gives
---- tp.analyse.profiled.summarise, which tp.run may not require). A failure is a warning in
+--- tp.analyse.profiled.summarise, which tp.run may not require; a third value, the memory the
+--- traces measured, goes to the record's `memory.measured`). A failure is a warning in
 --- `diagnostics`; the record is written whatever happens.
 ---@param rec table the record being built, with its `profile` member
 function Active:analyse_profile(rec)
@@ -425,13 +427,43 @@ function Active:analyse_profile(rec)
   for i, t in ipairs(rec.profile.traces) do
     files[i] = t:sub(1, 1) == '/' and t or fs.join(dir, t)
   end
-  local ok, summary, err = pcall(analyse, files, dir)
+  local ok, summary, err, memory = pcall(analyse, files, dir)
   if ok and summary then
     rec.profile.analysis = summary
+    self.measured_memory = memory
   elseif not ok or err then
     rec.diagnostics[#rec.diagnostics + 1] = { kind = 'profile_unanalysed', severity = 'warning',
       line = json.null, message = 'profile: the traces could not be analysed: '
         .. tostring(ok and err or summary) }
+  end
+end
+
+--- Adds the record's `memory` member (docs/record.md): the plan's estimate for the run's
+--- configuration (tp.plan.memory) and the memory measured, from the allocator's events in its
+--- profiler traces (what the trace analysis measured) or else the peaks its log printed
+--- (memory_metrics), each saying where it came from. Left out when there is neither.
+---@param rec table the record being built
+function Active:memory_record(rec)
+  local est
+  local cfg = self.run.config
+  if type(cfg) == 'table' and type(cfg.model) == 'string' then
+    local plan_memory = require('tp.plan.memory')
+    local ok, e = pcall(plan_memory.for_config, cfg, self.run.hardware)
+    if ok then
+      est = plan_memory.record(e)
+    end
+  end
+  local measured = self.measured_memory
+  local mm = type(rec.memory_metrics) == 'table' and rec.memory_metrics or {}
+  local gib = 1024 * 1024 * 1024
+  if not measured and type(mm.peak_memory_allocated_gib) == 'number' then
+    local res = mm.peak_memory_reserved_gib
+    measured = { source = 'log',
+      peak_allocated = math.floor(mm.peak_memory_allocated_gib * gib + 0.5),
+      peak_reserved = type(res) == 'number' and math.floor(res * gib + 0.5) or json.null }
+  end
+  if est or measured then
+    rec.memory = { estimate = est or json.null, measured = measured or json.null }
   end
 end
 
