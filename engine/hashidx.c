@@ -1,4 +1,4 @@
-// The shared open-addressing index of the trace stores (hashidx.h).
+// The growable arrays and the open-addressing index the trace stores share (hashidx.h).
 #include <stdlib.h>
 
 #include "hashidx.h"
@@ -30,6 +30,23 @@ bool tp_hashidx_grow(uint64_t **word, uint32_t **id, size_t *cap, size_t first, 
   free(*id);
   *word = nw;
   *id = ni;
+  *cap = nc;
+  return true;
+}
+
+bool tp_grow_array(void **arr, size_t *cap, size_t n, size_t elem, size_t first) {
+  if (n < *cap) {
+    return true;
+  }
+  size_t nc = *cap ? *cap * 2 : first;
+  if (nc < *cap || nc > SIZE_MAX / elem) {
+    return false;
+  }
+  void *p = realloc(*arr, nc * elem);
+  if (!p) {
+    return false;
+  }
+  *arr = p;
   *cap = nc;
   return true;
 }

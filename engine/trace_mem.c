@@ -80,20 +80,7 @@ typedef struct TpTraceMemStore {
 } Store;
 
 static bool grow(void **arr, size_t *cap, size_t n, size_t elem) {
-  if (n < *cap) {
-    return true;
-  }
-  size_t nc = *cap ? *cap * 2 : 64;
-  if (nc > SIZE_MAX / elem) {
-    return false;
-  }
-  void *p = realloc(*arr, nc * elem);
-  if (!p) {
-    return false;
-  }
-  *arr = p;
-  *cap = nc;
-  return true;
+  return tp_grow_array(arr, cap, n, elem, 64);
 }
 
 static uint64_t mix(uint64_t x) {

@@ -11,20 +11,7 @@
 
 // Grows an array to hold one more element; returns false when out of memory.
 static bool grow(void **arr, size_t *cap, size_t n, size_t elem) {
-  if (n < *cap) {
-    return true;
-  }
-  size_t nc = *cap ? *cap * 2 : 256;
-  if (nc > SIZE_MAX / elem) {
-    return false;
-  }
-  void *p = realloc(*arr, nc * elem);
-  if (!p) {
-    return false;
-  }
-  *arr = p;
-  *cap = nc;
-  return true;
+  return tp_grow_array(arr, cap, n, elem, 256);
 }
 
 // Copies bytes into the arena; returns their offset, or SIZE_MAX when out of memory.

@@ -11,7 +11,8 @@ local fs = require('tp.fs')
 local ROOT = h.source_dir
 local CHECK = ROOT .. '/tools/gpu-check'
 local FAKES = h.fakes_dir .. '/h100x8'
-local STEPS = { 'probe', 'torch', 'sampler', 'train', 'trace', 'peaks', 'ops', 'report' }
+local STEPS = { 'probe', 'torch', 'sampler', 'train', 'trace', 'peaks', 'ops', 'memory',
+  'report' }
 local GLIBC = { 'libc.so', 'libm.so', 'libdl.so', 'libpthread.so', 'librt.so', 'ld-linux',
   'linux-vdso' }
 
@@ -287,6 +288,23 @@ describe('tools/gpu-check --cpu #slow', function()
       assert.is_true(F.trace.events > 0)
       assert.are.equal(0, F.trace.gpu_ops)
       assert.are.equal(0, F.ops.linked)
+      -- The memory: the CPU allocator's events of the profiled steps, and the record keeps
+      -- the same peak beside the plan's estimate.
+      local M = F.memory
+      assert.is_true(M.events > 0)
+      assert.are.equal('cpu', M.devices[1].label)
+      assert.is_true(M.devices[1].peak_bytes > 0)
+      assert.are.equal('trace', M.record.source)
+      assert.are.equal(M.devices[1].peak_bytes, M.record.peak_allocated_bytes)
+      local sum = 0
+      for _, v in pairs(M.devices[1].at_peak_bytes) do
+        sum = sum + v
+      end
+      assert.are.equal(M.devices[1].peak_bytes, sum)
+      -- the estimate for the recipe's inline model row
+      assert.are.equal('gpu-check-cpu', M.record.estimate_model)
+      assert.is_true(M.record.estimate_bytes > 0)
+      assert.is_true(fs.is_file(out .. '/memory.txt'))
       -- The peaks: measured on the CPU.
       assert.are.equal('cpu', F.peaks.device)
       assert.is_true(F.peaks.scaled_down)
@@ -332,6 +350,29 @@ describe('the figures of summary.json', function()
     assert.are.equal('h100-sxm', f.catalog)
     assert.are.equal('aten::mm', f.top[1].name)
     assert.are.equal('compute', f.top[1].bound)
+  end)
+
+  it('read the memory of a real H100 trace and the record that kept it', function()
+    local rec = assert(json.load_file(h.fixture('results/profiled/nvd/megatron-prof.json')))
+    local f, problems = figures.memory(tplua_json({ 'trace', TRACE, '--memory', '--json' }), rec,
+      { mode = 'gpu' })
+    assert.are.same({}, problems)
+    local d = f.devices[1]
+    assert.are.equal('cuda:0', d.label)
+    assert.are.equal(2088508416, d.peak_bytes)
+    assert.are.equal('forward', d.peak_phase)
+    assert.are.equal('aten::mul [16,559,2816] [16,559,2816]', d.peak_op)
+    assert.are.equal(1103766016, d.at_peak_bytes.temporary)
+    assert.are.equal(85899345920 - 2629828608, d.headroom_bytes)
+    assert.are.equal('catalog h100-sxm', d.capacity_from)
+    assert.are.equal(2088508416, f.record.peak_allocated_bytes)
+    assert.are.equal(80665835520, f.record.estimate_bytes)
+    assert.are.equal(math.floor((80665835520 / 2088508416 - 1) * 1e4 + 0.5) / 1e4,
+      f.record.estimate_error)
+    -- A GPU run whose trace has no allocator events fails the step.
+    f, problems = figures.memory({ ranks = { {} } }, nil, { mode = 'gpu' })
+    assert.are.same({ 'no [memory] events in the trace (profile_memory did not take)' }, problems)
+    assert.are.equal(0, #f.devices)
   end)
 
   it('fail a GPU step on what a GPU run must show', function()

@@ -82,7 +82,8 @@ local MODEL = CPU and {
 local SEQ = CPU and 64 or 2048
 local MBS = CPU and 4 or opt.mbs
 local PEAKS_MODEL = 'llama3.2-1b'
-local PROFILE = 'torch:10-11'
+-- Two profiled steps, with the allocator's events (docs/memory.md).
+local PROFILE = 'torch:10-11,memory'
 -- The stop rule: 1% at 95% on a GPU (docs/stopping.md); on shared CPU cores, whose step times
 -- vary by tens of percent, 20% over batches of 4, as the suite's stopping tests ask.
 local STOP = CPU and '{ ci = 0.2, batches = 4, min_iters = 20 }' or '{ ci = 0.01 }'
@@ -98,6 +99,7 @@ local STEPS = {
   { name = 'trace', box = 60, floor = 10, cpu = { 30, 5 } },
   { name = 'peaks', box = 150, floor = 45, cpu = { 60, 15 } },
   { name = 'ops', box = 60, floor = 10, cpu = { 30, 5 } },
+  { name = 'memory', box = 45, floor = 5, cpu = { 30, 5 } },
   { name = 'report', box = 60, floor = 10, cpu = { 30, 5 } },
 }
 local FINAL = 5 -- kept for the last summary
@@ -535,6 +537,28 @@ local function step_ops(limit, step)
   return figures.ops(decode(r.stdout, 'tplua trace --ops --json'), { mode = opt.mode })
 end
 
+-- The memory the trace measured (`tplua trace --memory --json`), beside the run record's
+-- measured memory and the plan's estimate.
+local function step_memory(limit, step)
+  if not state.trace then
+    error('no trace: the training run wrote none', 0)
+  end
+  local r = assert(command({ opt.tplua, 'trace', state.trace, '--memory', '--json' }, limit,
+    'memory'))
+  local why = failure(r, 'tplua trace --memory --json')
+  if why then
+    error(why, 0)
+  end
+  step.files[#step.files + 1] = save_text('memory.json', r.stdout)
+  local text = command({ opt.tplua, 'trace', state.trace, '--memory' }, math.max(10, limit / 2),
+    'memory-text')
+  if text and text.code == 0 then
+    step.files[#step.files + 1] = save_text('memory.txt', text.stdout)
+  end
+  return figures.memory(decode(r.stdout, 'tplua trace --memory --json'), state.train_record,
+    { mode = opt.mode })
+end
+
 local function step_report(limit, step)
   if not state.train_record then
     error('no run record to report', 0)
@@ -631,7 +655,7 @@ end
 
 local RUN = {
   probe = step_probe, torch = step_torch, train = step_train, trace = step_trace,
-  peaks = step_peaks, ops = step_ops, report = step_report,
+  peaks = step_peaks, ops = step_ops, memory = step_memory, report = step_report,
 }
 
 -- Seconds step i may take: its box, within what the budget leaves once the floors of the

@@ -448,6 +448,73 @@ function M.ops(doc, ctx)
   return f, problems, notes
 end
 
+-- Bytes as an integer, else JSON null.
+local function bytes(v)
+  v = num(v)
+  return v and math.floor(v) or null
+end
+
+--- The memory (`tplua trace --memory --json`): per device of the first rank the peak allocated,
+--- when and where, what was live then by category, the reserved peak and the headroom against
+--- the catalog's capacity, in bytes; and the run record's `memory` (the measured peak it kept
+--- and the plan's estimate, with the estimate's error).
+---@param doc table
+---@param rec table|nil the training run's record
+---@param ctx {mode: string}
+function M.memory(doc, rec, ctx)
+  local problems, notes = {}, {}
+  local rank = tbl(doc.ranks) and tbl(doc.ranks[1]) or {}
+  local m = tbl(rank.memory)
+  local f = { events = out(m and num(m.events)), devices = {} }
+  local gpu_seen = false
+  for _, d in ipairs(m and tbl(m.devices) or {}) do
+    local op = tbl(d.peak_op) or {}
+    local at = {}
+    for k, v in pairs(tbl(d.at_peak) or {}) do
+      at[k] = bytes(v)
+    end
+    f.devices[#f.devices + 1] = {
+      label = out(d.label), name = out(d.name), events = out(num(d.events)),
+      peak_bytes = bytes(d.peak), peak_step = out(num(d.peak_step)),
+      peak_phase = out(d.peak_phase),
+      peak_op = out(op.name and (op.name .. (op.shapes and op.shapes ~= '-' and (' '
+        .. op.shapes) or ''))),
+      at_peak_bytes = at, reserved_at_peak_bytes = bytes(d.peak_reserved),
+      reserved_max_bytes = bytes(d.reserved_max), live_end_bytes = bytes(d.live_end),
+      capacity_bytes = bytes(d.capacity), capacity_from = out(d.capacity_from),
+      headroom_bytes = bytes(d.headroom),
+    }
+    gpu_seen = gpu_seen or d.kind == 'gpu'
+  end
+  f.devices = json.array(f.devices)
+  local mem = rec and tbl(rec.memory) or {}
+  local measured, estimate = tbl(mem.measured), tbl(mem.estimate)
+  f.record = {
+    source = out(measured and measured.source), device = out(measured and measured.device),
+    peak_allocated_bytes = bytes(measured and measured.peak_allocated),
+    peak_reserved_bytes = bytes(measured and measured.peak_reserved),
+    estimate_bytes = bytes(estimate and tbl(estimate.bytes) and estimate.bytes.total),
+    estimate_model = out(estimate and estimate.model),
+  }
+  local e, p = num(estimate and tbl(estimate.bytes) and estimate.bytes.total),
+    num(measured and measured.peak_allocated)
+  f.record.estimate_error = round(e and p and p > 0 and e / p - 1, 4)
+  if not m then
+    problems[#problems + 1] = 'no [memory] events in the trace (profile_memory did not take)'
+  elseif ctx.mode == 'gpu' then
+    if not gpu_seen then
+      problems[#problems + 1] = 'no GPU among the devices of the [memory] events'
+    end
+    if not measured then
+      problems[#problems + 1] = 'the run record keeps no measured memory'
+    end
+  elseif not gpu_seen then
+    notes[#notes + 1] = "no GPU: the CPU allocator's events only, which leave out what was made "
+      .. 'before the profiler started'
+  end
+  return f, problems, notes
+end
+
 --- The peaks record (recipes/peaks.lua): the measured TFLOP/s per precision, the square bf16
 --- GEMM, the bandwidth, each against the catalog row of the device.
 ---@param rec table the run record with a `peaks` section

@@ -2,6 +2,7 @@
 -- step of a run's ranks, stragglers among the ranks, the explanation of the difference in step
 -- time between two runs (rows that add up to it), and the summary a run record keeps.
 local idle = require('tp.analyse._trace_idle')
+local median = require('tp.analyse._trace_checks').median -- nil for none
 
 local M = {}
 
@@ -51,18 +52,6 @@ function M.mean_of_ranks(ranks)
   return m
 end
 
-local function median(xs)
-  local s = {}
-  for i, x in ipairs(xs) do
-    s[i] = x
-  end
-  table.sort(s)
-  local n = #s
-  if n == 0 then
-    return nil
-  end
-  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-end
 
 --- Ranks whose idle time or exposed communication per step stands out: with three ranks or
 --- more, further from the median than 3 scaled MADs and than 2% of the step; with two, a gap

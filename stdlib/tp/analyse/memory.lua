@@ -64,26 +64,10 @@ local function decode(text)
   return ok and type(v) == 'table' and v or nil
 end
 
--- The top-level shapes of an Input Dims text ("[8944,1024] [1024,2816]"), scalars left out.
+-- The top-level shapes of an Input Dims text ("[8944,1024] [1024,2816]"), scalars left out, as
+-- the op table writes them.
 local function shapes_text(text)
-  local dims = decode(text)
-  if type(dims) ~= 'table' then
-    return '-'
-  end
-  local function one(d, depth)
-    local items = {}
-    for i, v in ipairs(d) do
-      items[i] = type(v) == 'table' and (depth < 2 and one(v, depth + 1) or '[..]') or tostring(v)
-    end
-    return '[' .. table.concat(items, ',') .. ']'
-  end
-  local parts = {}
-  for _, d in ipairs(dims) do
-    if type(d) == 'table' and #d > 0 then
-      parts[#parts + 1] = one(d, 1)
-    end
-  end
-  return #parts > 0 and table.concat(parts, ' ') or '-'
+  return require('tp.analyse.ops').shapes_text(decode(text))
 end
 
 -- The precision of an op key's first tensor input ('bf16', 'fp32', ...), or '-'.

@@ -186,8 +186,11 @@ local function shape_text(d, depth)
   return '[' .. table.concat(items, ',') .. ']'
 end
 
--- A compact text of an op's shapes: "[8944,1024] [1024,2816]" from Input Dims, the empty ones
--- (scalars) left out; a list of tensors as "[[16,16,559,32],[16,16,559,32]]".
+--- A compact text of an op's shapes: "[8944,1024] [1024,2816]" from Input Dims (decoded), the
+--- empty ones (scalars) left out; a list of tensors as "[[16,16,559,32],[16,16,559,32]]"; '-'
+--- for none.
+---@param dims table|nil
+---@return string
 local function shapes_text(dims)
   if type(dims) ~= 'table' then
     return '-'
@@ -499,5 +502,7 @@ end
 function M.compare(a, b, labels, explanation)
   return pairing.compare(a, b, labels or { 'A', 'B' }, explanation)
 end
+
+M.shapes_text = shapes_text
 
 return M

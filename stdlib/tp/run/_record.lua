@@ -446,7 +446,8 @@ end
 function Active:memory_record(rec)
   local est
   local cfg = self.run.config
-  if type(cfg) == 'table' and type(cfg.model) == 'string' then
+  -- A catalog model's id, or a model row given inline (as tools/gpu-check's recipe does).
+  if type(cfg) == 'table' and (type(cfg.model) == 'string' or type(cfg.model) == 'table') then
     local plan_memory = require('tp.plan.memory')
     local ok, e = pcall(plan_memory.for_config, cfg, self.run.hardware)
     if ok then
