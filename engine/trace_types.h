@@ -316,11 +316,11 @@ typedef struct TpTraceMemDevice {
   int64_t alloc_bytes, free_bytes;  ///< sums of the positive Bytes, and of the negative negated
   int64_t before;  ///< Total Allocated before the first event (its total - its Bytes)
   int64_t first_ts, last_ts;
-  int64_t peak, peak_ts;  ///< the largest Total Allocated, its first time
-  int64_t peak_reserved;  ///< Total Reserved at that event
-  uint32_t peak_key;      ///< key id + 1 of the op it happened in, 0: none
-  uint32_t peak_step;     ///< index into TpTraceMem.steps of its step, or TP_TRACE_NO_STEP
-  uint8_t peak_phase;     ///< TP_TRACE_PHASE_* at the peak
+  int64_t peak, peak_ts;                  ///< the largest Total Allocated, its first time
+  int64_t peak_reserved;                  ///< Total Reserved at that event
+  uint32_t peak_key;                      ///< key id + 1 of the op it happened in, 0: none
+  uint32_t peak_step;                     ///< index into t->steps of its step, or TP_TRACE_NO_STEP
+  uint8_t peak_phase;                     ///< TP_TRACE_PHASE_* at the peak
   int64_t reserved_max, reserved_max_ts;  ///< the largest Total Reserved, its first time
   int64_t slack_max;  ///< the largest Total Reserved - Total Allocated at one event
   int64_t end_allocated, end_reserved;   ///< the totals at the latest event (by time)

@@ -456,6 +456,28 @@ static int t_op_keys(lua_State *L) {
 static const char *const mem_cats[TP_TRACE_MEM_CATS] = {
     "before", "temporary", "activation", "gradient", "autograd", "optimizer", "other"};
 
+// Sets field `key` of the table on top to the profiler step number of step index `step`, when
+// the trace has that step (a stepless trace numbers none).
+static void set_step(lua_State *L, const TpTrace *t, const char *key, uint32_t step) {
+  if (step != TP_TRACE_NO_STEP && step < t->nsteps && !t->stepless) {
+    set_int(L, key, t->steps[step].number);
+  }
+}
+
+// Sets where a peak was: peak_key (op key + 1, when one ran), peak_phase and, under `step_key`
+// (NULL: not set), its step.
+static void set_peak_at(lua_State *L, const TpTrace *t, uint32_t key, uint8_t phase,
+                        const char *step_key, uint32_t step) {
+  if (key) {
+    set_int(L, "peak_key", (lua_Integer)key);
+  }
+  lua_pushstring(L, phase_names[phase < TP_TRACE_PHASES ? phase : 0]);
+  lua_setfield(L, -2, "peak_phase");
+  if (step_key) {
+    set_step(L, t, step_key, step);
+  }
+}
+
 // Pushes { forward =, backward =, optimizer = } of n-element int64 array v.
 static void push_phases(lua_State *L, const int64_t *v) {
   lua_createtable(L, 0, TP_TRACE_PHASES);
@@ -512,14 +534,7 @@ static int t_memory(lua_State *L) {
     set_int(L, "peak", d->peak);
     set_int(L, "peak_ts", d->peak_ts);
     set_int(L, "peak_reserved", d->peak_reserved);
-    if (d->peak_key) {
-      set_int(L, "peak_key", (lua_Integer)d->peak_key);
-    }
-    if (d->peak_step != TP_TRACE_NO_STEP && d->peak_step < t->nsteps && !t->stepless) {
-      set_int(L, "peak_step", t->steps[d->peak_step].number);
-    }
-    lua_pushstring(L, phase_names[d->peak_phase < TP_TRACE_PHASES ? d->peak_phase : 0]);
-    lua_setfield(L, -2, "peak_phase");
+    set_peak_at(L, t, d->peak_key, d->peak_phase, "peak_step", d->peak_step);
     set_int(L, "reserved_max", d->reserved_max);
     set_int(L, "reserved_max_ts", d->reserved_max_ts);
     set_int(L, "slack_max", d->slack_max);
@@ -555,9 +570,7 @@ static int t_memory(lua_State *L) {
   for (size_t i = 0; i < m->nsteps; i++) {
     const TpTraceMemStep *st = &m->steps[i];
     lua_createtable(L, 0, 20);
-    if (st->step != TP_TRACE_NO_STEP && st->step < t->nsteps && !t->stepless) {
-      set_int(L, "step", t->steps[st->step].number);
-    }
+    set_step(L, t, "step", st->step);
     set_int(L, "device", (lua_Integer)st->device + 1);
     set_int(L, "events", (lua_Integer)st->events);
     set_int(L, "allocs", (lua_Integer)st->allocs);
@@ -568,11 +581,7 @@ static int t_memory(lua_State *L) {
     set_int(L, "end", st->end);
     set_int(L, "peak", st->peak);
     set_int(L, "peak_ts", st->peak_ts);
-    if (st->peak_key) {
-      set_int(L, "peak_key", (lua_Integer)st->peak_key);
-    }
-    lua_pushstring(L, phase_names[st->peak_phase < TP_TRACE_PHASES ? st->peak_phase : 0]);
-    lua_setfield(L, -2, "peak_phase");
+    set_peak_at(L, t, st->peak_key, st->peak_phase, NULL, 0);
     push_phases(L, st->phase_peak);
     lua_setfield(L, -2, "phase_peak");
     push_phases(L, st->phase_bytes);

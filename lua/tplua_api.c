@@ -906,10 +906,14 @@ int tplua_extract(tplua_engine *T, const char *log_path, const char *const *flag
     return TPLUA_EINVAL;
   }
   const char *tmp = getenv("TMPDIR");
+  tmp = tmp && *tmp ? tmp : "/tmp";
   char dir[PATH_MAX];
-  int n = snprintf(dir, sizeof dir, "%s/tplua-extract.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  int n = snprintf(dir, sizeof dir, "%s/tplua-extract.XXXXXX", tmp);  // mkdtemp's template
   if (n <= 0 || (size_t)n >= sizeof dir || !mkdtemp(dir)) {
-    set_errmsg_text(T, "tplua_extract: cannot create a scratch directory");
+    char msg[PATH_MAX + 96];
+    snprintf(msg, sizeof msg, "tplua_extract: cannot create a scratch directory in %s (TMPDIR): %s",
+             tmp, n <= 0 || (size_t)n >= sizeof dir ? "path too long" : strerror(errno));
+    set_errmsg_text(T, msg);
     return TPLUA_EFAIL;
   }
   char out[PATH_MAX + 16];

@@ -119,6 +119,22 @@ function M.torch_missing()
   return torch_why or nil
 end
 
+--- Why a real training run on the fake GPU libraries in `fakes` cannot run here (torch missing,
+--- or those libraries not built), or nil when it can.
+function M.trainer_missing(fakes)
+  return M.torch_missing()
+    or (not require('tp.fs').is_dir(fakes) and ('fake GPU libraries not built (' .. fakes .. ')'))
+    or nil
+end
+
+--- Fails (at the caller's caller) unless |actual - expected| <= tol, naming `what`.
+function M.near(actual, expected, tol, what)
+  if math.abs(actual - expected) > tol then
+    error(string.format('%s: %s against %s expected (tolerance %s)', what, tostring(actual),
+      tostring(expected), tostring(tol)), 2)
+  end
+end
+
 --- Runs tplua with `args` on a pseudo-terminal (tests/tools/ptyrun), driven by `steps`: a list of
 --- {'-x', text} (wait for the text) and {'-s', text} (type it), within `timeout` seconds (10).
 --- Returns what M.run returns.

@@ -94,8 +94,7 @@ end)
 
 describe('a profiled run of the reference trainer #slow', function()
   local fake = h.fakes_dir .. '/h100x8'
-  local missing = h.torch_missing()
-    or (not fs.is_dir(fake) and ('fake GPU libraries not built (' .. fake .. ')')) or nil
+  local missing = h.trainer_missing(fake)
 
   it('writes a Chrome trace per rank, listed in the record and linked from the report',
     function()

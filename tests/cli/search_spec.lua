@@ -201,8 +201,7 @@ end
 
 describe('a real search on the reference trainer #slow', function()
   local fake = h.fakes_dir .. '/h100x8'
-  local missing = h.torch_missing()
-    or (not fs.is_dir(fake) and ('fake GPU libraries not built (' .. fake .. ')')) or nil
+  local missing = h.trainer_missing(fake)
 
   it('survives kill -9 in rung 1, resumes, and the report shows the rungs', function()
     if missing then

@@ -166,8 +166,7 @@ end)
 
 describe('a profiled run of the reference trainer with profile_memory #slow', function()
   local fake = h.fakes_dir .. '/h100x8'
-  local missing = h.torch_missing()
-    or (not fs.is_dir(fake) and ('fake GPU libraries not built (' .. fake .. ')')) or nil
+  local missing = h.trainer_missing(fake)
 
   it('keeps the memory its trace measured beside the plan\'s estimate, in compare and report',
     function()

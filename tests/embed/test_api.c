@@ -371,6 +371,20 @@ static void test_extract_and_trace(void) {
   CHECK_INT(tplua_extract(T, log, bad, &json), TPLUA_EINVAL);
   CHECK(strstr(tplua_errmsg(T), "--platform") != NULL);
   CHECK(strchr(tplua_errmsg(T), '\n') == NULL);
+  // No scratch directory: the message names where it was asked for and why not.
+  const char *tmpdir = getenv("TMPDIR");
+  char *saved = tmpdir ? strdup(tmpdir) : NULL;
+  setenv("TMPDIR", "/nonexistent/tmp", 1);
+  CHECK_INT(tplua_extract(T, log, NULL, &json), TPLUA_EFAIL);
+  CHECK(json == NULL);
+  CHECK(strstr(tplua_errmsg(T), "scratch directory in /nonexistent/tmp (TMPDIR): No such file") !=
+        NULL);
+  if (saved) {
+    setenv("TMPDIR", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("TMPDIR");
+  }
   CHECK_INT(tplua_extract(T, NULL, NULL, &json), TPLUA_EINVAL);
   CHECK_INT(tplua_extract(T, log, NULL, NULL), TPLUA_EINVAL);
   CHECK_INT(tplua_extract(NULL, log, NULL, &json), TPLUA_EINVAL);

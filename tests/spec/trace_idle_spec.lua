@@ -18,12 +18,7 @@ local function names()
   return list
 end
 
-local function near(actual, expected, tol, what)
-  if math.abs(actual - expected) > tol then
-    error(string.format('%s: %s against %s expected (tolerance %s)', what, tostring(actual),
-      tostring(expected), tostring(tol)), 2)
-  end
-end
+local near = h.near
 
 local cache = {}
 local function open(name)

@@ -28,12 +28,7 @@ local function files()
   return list
 end
 
-local function near(actual, expected, tol, what)
-  if math.abs(actual - expected) > tol then
-    error(string.format('%s: %s against %s expected (tolerance %s)', what, tostring(actual),
-      tostring(expected), tostring(tol)), 2)
-  end
-end
+local near = h.near
 
 describe('tp.analyse.trace on real traces', function()
   after_each(function()

@@ -471,22 +471,32 @@ local function step_train(limit, step)
   return f, problems, notes
 end
 
-local function step_trace(limit, step)
+-- `tplua trace TRACE <args> --json` on the run's trace, saved as <name>.json, and the same
+-- without --json as <name>.txt (kept when it runs); returns the decoded JSON. The step fails
+-- when there is no trace or the JSON command fails.
+local function trace_view(limit, step, name, args)
   if not state.trace then
     error('no trace: the training run wrote none', 0)
   end
-  local r = assert(command({ opt.tplua, 'trace', state.trace, '--json' }, limit, 'trace'))
-  local why = failure(r, 'tplua trace --json')
+  local what = table.concat({ 'tplua trace', table.unpack(args) }, ' ') .. ' --json'
+  local text_argv = { opt.tplua, 'trace', state.trace, table.unpack(args) }
+  local argv = table.move(text_argv, 1, #text_argv, 1, {})
+  argv[#argv + 1] = '--json'
+  local r = assert(command(argv, limit, name))
+  local why = failure(r, what)
   if why then
     error(why, 0)
   end
-  step.files[#step.files + 1] = save_text('trace.json', r.stdout)
-  local text = command({ opt.tplua, 'trace', state.trace }, math.max(10, limit / 2),
-    'trace-text')
+  step.files[#step.files + 1] = save_text(name .. '.json', r.stdout)
+  local text = command(text_argv, math.max(10, limit / 2), name .. '-text')
   if text and text.code == 0 then
-    step.files[#step.files + 1] = save_text('trace.txt', text.stdout)
+    step.files[#step.files + 1] = save_text(name .. '.txt', text.stdout)
   end
-  return figures.trace(decode(r.stdout, 'tplua trace --json'), { mode = opt.mode })
+  return decode(r.stdout, what)
+end
+
+local function step_trace(limit, step)
+  return figures.trace(trace_view(limit, step, 'trace', {}), { mode = opt.mode })
 end
 
 local function step_peaks(limit, step)
@@ -511,51 +521,18 @@ local function step_peaks(limit, step)
 end
 
 local function step_ops(limit, step)
-  if not state.trace then
-    error('no trace: the training run wrote none', 0)
-  end
-  local argv = { opt.tplua, 'trace', state.trace, '--ops', '--json' }
+  local args = { '--ops' }
   if state.peaks then
-    argv[#argv + 1] = '--peaks'
-    argv[#argv + 1] = state.peaks
+    args[#args + 1] = '--peaks'
+    args[#args + 1] = state.peaks
   end
-  local r = assert(command(argv, limit, 'ops'))
-  local why = failure(r, 'tplua trace --ops --json')
-  if why then
-    error(why, 0)
-  end
-  step.files[#step.files + 1] = save_text('ops.json', r.stdout)
-  local text_argv = { opt.tplua, 'trace', state.trace, '--ops' }
-  if state.peaks then
-    text_argv[#text_argv + 1] = '--peaks'
-    text_argv[#text_argv + 1] = state.peaks
-  end
-  local text = command(text_argv, math.max(10, limit / 2), 'ops-text')
-  if text and text.code == 0 then
-    step.files[#step.files + 1] = save_text('ops.txt', text.stdout)
-  end
-  return figures.ops(decode(r.stdout, 'tplua trace --ops --json'), { mode = opt.mode })
+  return figures.ops(trace_view(limit, step, 'ops', args), { mode = opt.mode })
 end
 
 -- The memory the trace measured (`tplua trace --memory --json`), beside the run record's
 -- measured memory and the plan's estimate.
 local function step_memory(limit, step)
-  if not state.trace then
-    error('no trace: the training run wrote none', 0)
-  end
-  local r = assert(command({ opt.tplua, 'trace', state.trace, '--memory', '--json' }, limit,
-    'memory'))
-  local why = failure(r, 'tplua trace --memory --json')
-  if why then
-    error(why, 0)
-  end
-  step.files[#step.files + 1] = save_text('memory.json', r.stdout)
-  local text = command({ opt.tplua, 'trace', state.trace, '--memory' }, math.max(10, limit / 2),
-    'memory-text')
-  if text and text.code == 0 then
-    step.files[#step.files + 1] = save_text('memory.txt', text.stdout)
-  end
-  return figures.memory(decode(r.stdout, 'tplua trace --memory --json'), state.train_record,
+  return figures.memory(trace_view(limit, step, 'memory', { '--memory' }), state.train_record,
     { mode = opt.mode })
 end
 
